@@ -1,0 +1,77 @@
+"""Mapping methods behind one interface: ``map_tasks(graph, topology, method=...)``.
+
+A method is a function ``fn(graph, topology, *, seed, eps, **options)`` that
+returns ``pe_of_task``; ``register`` adds it under a name.  ``map_tasks``
+times it, validates the result and wraps it in a ``Mapping``, so every method
+is checked the same way.  Algorithms never import MPI.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..graph import CommGraph
+from ..mapping import Mapping, validate_mapping
+from ..topology import Topology
+
+
+@dataclass
+class MethodSpec:
+    name: str
+    fn: Callable
+    description: str
+
+
+METHODS: dict[str, MethodSpec] = {}
+
+
+def register(name: str, description: str):
+    """Decorator: make ``fn`` available as ``map_tasks(..., method=name)``."""
+
+    def deco(fn):
+        if name in METHODS:
+            raise ValueError(f"mapping method {name!r} registered twice")
+        METHODS[name] = MethodSpec(name, fn, description)
+        return fn
+
+    return deco
+
+
+def method_names() -> list[str]:
+    return sorted(METHODS)
+
+
+def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: int = 0,
+              eps: float | None = None, **options) -> Mapping:
+    """Map the tasks of ``graph`` onto the PEs of ``topology``.
+
+    One-to-one when ``graph.n <= topology.n_pes`` and ``eps`` is None;
+    otherwise many-to-one with PE loads within (1 + eps) of balance."""
+    if method not in METHODS:
+        raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
+    if graph.n > topology.n_pes and eps is None:
+        from ..mapping import DEFAULT_EPS
+
+        eps = DEFAULT_EPS
+    start = time.perf_counter()
+    pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, **options)
+    elapsed = time.perf_counter() - start
+    pe = np.asarray(pe, dtype=np.int64)
+    validate_mapping(pe, graph, topology, eps=eps)
+    return Mapping(pe, method=method, seed=seed, time_s=elapsed)
+
+
+def _import_methods() -> None:
+    """Every module of this package registers its methods on import."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+_import_methods()

@@ -1,0 +1,108 @@
+"""The one cost model (DESIGN.md): every algorithm, report and benchmark
+scores a mapping here.
+
+J(pi) = sum over ordered pairs u != v of B[u, v] * D(pi(u), pi(v)).
+Beside J: bytes per level (traffic by the depth of the lowest common
+ancestor of the two PEs), the bottleneck (max bytes over one tree link in one
+direction; links are full duplex) and the average number of tree links a byte
+crosses.  All O(m * depth), vectorised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .graph import CommGraph
+from .mapping import validate_mapping
+from .topology import Topology
+
+
+def mapping_cost(graph: CommGraph, topology: Topology, pe_of_task) -> float:
+    """J of a mapping: the single definition of the objective."""
+    pe = np.asarray(pe_of_task, dtype=np.int64)
+    src, dst, w = graph.coo()
+    if w.size == 0:
+        return 0.0
+    return float(np.dot(w, topology.distance(pe[src], pe[dst])))
+
+
+@dataclass
+class CostReport:
+    J: float
+    total_bytes: float
+    bytes_per_level: list[dict] = field(default_factory=list)
+    bottleneck: float = 0.0
+    hops_per_byte: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"J": self.J, "total_bytes": self.total_bytes,
+                "bytes_per_level": self.bytes_per_level, "bottleneck": self.bottleneck,
+                "hops_per_byte": self.hops_per_byte}
+
+
+def link_loads(topology: Topology, src_pe, dst_pe, w) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes over every tree link (node -> parent), per direction.
+
+    Returns ``(up, down)`` indexed by the child node of the link: ``up[x]``
+    is what leaves the subtree of x, ``down[x]`` what enters it.  Each pair
+    adds its bytes at its leaf and removes them at the LCA; a bottom-up
+    subtree sum then gives every link's load in O(m * depth + nodes).
+    """
+    lca = topology.lca(src_pe, dst_pe)
+    inner = src_pe != dst_pe  # same-PE pairs cross no link
+    n_nodes = topology.n_nodes
+    up = np.zeros(n_nodes)
+    down = np.zeros(n_nodes)
+    leaf = topology.leaf_of_pe
+    np.add.at(up, leaf[src_pe[inner]], w[inner])
+    np.add.at(up, lca[inner], -w[inner])
+    np.add.at(down, leaf[dst_pe[inner]], w[inner])
+    np.add.at(down, lca[inner], -w[inner])
+    depth, parent = topology.node_depth, topology.parent
+    for d in range(topology.max_depth, 0, -1):
+        nodes = np.flatnonzero(depth == d)
+        np.add.at(up, parent[nodes], up[nodes])
+        np.add.at(down, parent[nodes], down[nodes])
+    up[0] = down[0] = 0.0  # the root has no link above it
+    return up, down
+
+
+def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = True,
+             eps: float | None = None) -> CostReport:
+    """Full report of a mapping: J, bytes per level, bottleneck, hops/byte.
+
+    ``check`` validates the mapping first (see ``mapping.validate_mapping``)."""
+    pe = np.asarray(pe_of_task, dtype=np.int64)
+    if check:
+        validate_mapping(pe, graph, topology, eps=eps)
+    src, dst, w = graph.coo()
+    total = float(w.sum())
+    if w.size == 0:
+        return CostReport(0.0, 0.0, [], 0.0, 0.0)
+    p, q = pe[src], pe[dst]
+    lca = topology.lca(p, q)
+    J = float(np.dot(w, topology._dist_ext[lca]))
+    lca_depth = topology._depth_ext[lca]
+    same_pe = p == q
+    kinds = topology.level_kinds()
+    per_depth = np.bincount(lca_depth[~same_pe], weights=w[~same_pe],
+                            minlength=topology.max_depth + 1)
+    levels = []
+    for d in range(topology.max_depth - 1, -1, -1):
+        if per_depth[d] > 0:
+            at_d = lca[(lca_depth == d) & ~same_pe]
+            dists = np.unique(topology.node_distance[at_d])
+            levels.append({"depth": d, "level": kinds[d], "bytes": float(per_depth[d]),
+                           "distance": float(dists[0]) if dists.size == 1 else None})
+    if same_pe.any():
+        levels.insert(0, {"depth": topology.max_depth, "level": "same PE",
+                          "bytes": float(w[same_pe].sum()), "distance": 0.0})
+    up, down = link_loads(topology, p, q, w)
+    leaf_depth = topology.node_depth[topology.leaf_of_pe]
+    hops = (leaf_depth[p] - lca_depth) + (leaf_depth[q] - lca_depth)
+    hops = np.where(same_pe, 0, hops)
+    return CostReport(J=J, total_bytes=total, bytes_per_level=levels,
+                      bottleneck=float(max(up.max(), down.max())),
+                      hops_per_byte=float(np.dot(w, hops) / total) if total else 0.0)

@@ -1,0 +1,106 @@
+"""Uniform hierarchies: the ``4:16:8`` / ``1:10:100`` strings of KaHIP and
+SharedMap (innermost level first), and Scotch/TreeMatch ``tleaf`` strings
+(outermost first).
+
+``S = a1:...:ak`` means a1 PEs per innermost group, a2 of those per next group,
+and so on; ``D = d1:...:dk`` gives the distance between two PEs whose first
+shared group is at level i.  The groups just below the root are the hosts
+(nodes) of the job, named ``node0``, ``node1``, ... when launch files need
+names.
+"""
+
+from __future__ import annotations
+
+from .tree import Topology, TreeNode
+
+
+def _split_numbers(text: str, what: str, cast) -> list:
+    parts = [p for p in str(text).replace(",", ":").split(":")]
+    try:
+        values = [cast(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: expected numbers separated by ':' (e.g. 4:16:8)") from None
+    return values
+
+
+def parse_hierarchy(hierarchy: str, distances: str | None = None) -> tuple[list[int], list[float]]:
+    """Parse ``"4:16:8"`` and ``"1:10:100"`` into lists, checking both."""
+    arities = _split_numbers(hierarchy, "hierarchy", int)
+    if any(a < 1 for a in arities):
+        raise ValueError(f"hierarchy {hierarchy!r}: every level needs an arity >= 1")
+    if distances is None:
+        dists = [float(10 ** i) for i in range(len(arities))]
+    else:
+        dists = _split_numbers(distances, "distances", float)
+    if len(dists) != len(arities):
+        raise ValueError(
+            f"hierarchy {hierarchy!r} has {len(arities)} levels but distances {distances!r} "
+            f"has {len(dists)}")
+    if any(d < 0 for d in dists):
+        raise ValueError(f"distances {distances!r}: must be non-negative")
+    return arities, dists
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def format_hierarchy(arities, distances) -> tuple[str, str]:
+    return ":".join(str(int(a)) for a in arities), ":".join(_fmt(d) for d in distances)
+
+
+def hierarchy_topology(arities, distances, host_prefix: str = "node") -> Topology:
+    """Build the regular tree of a uniform hierarchy (innermost level first)."""
+    arities = [int(a) for a in arities]
+    distances = [float(d) for d in distances]
+    if len(arities) != len(distances):
+        raise ValueError("hierarchy and distances need the same number of levels")
+    counter = [0]
+
+    def build(level: int) -> TreeNode:
+        if level < 0:
+            return TreeNode("pe")
+        return TreeNode(f"level{level + 1}", distances[level],
+                        [build(level - 1) for _ in range(arities[level])])
+
+    root = build(len(arities) - 1)
+    hosts = root.children if len(arities) >= 2 else [root]
+    for node in hosts:
+        node.name = f"{host_prefix}{counter[0]}"
+        counter[0] += 1
+    return Topology(root)
+
+
+def topology_from_strings(hierarchy: str, distances: str | None = None) -> Topology:
+    return hierarchy_topology(*parse_hierarchy(hierarchy, distances))
+
+
+def to_tleaf(arities, distances) -> str:
+    """Scotch/TreeMatch ``tleaf`` string: ``tleaf k a_k d_k ... a_1 d_1``
+    (levels listed from the root down, each with the cost of crossing it)."""
+    parts = ["tleaf", str(len(arities))]
+    for a, d in zip(reversed(list(arities)), reversed(list(distances))):
+        parts += [str(int(a)), _fmt(d)]
+    return " ".join(parts)
+
+
+def from_tleaf(text: str) -> tuple[list[int], list[float]]:
+    """Parse a ``tleaf`` string or Scotch target file content back into
+    ``(arities, distances)``, innermost first."""
+    tokens = text.split()
+    if not tokens or tokens[0] != "tleaf":
+        raise ValueError(f"not a tleaf description: {text[:40]!r} (expected 'tleaf LEVELS size cost ...')")
+    try:
+        levels = int(tokens[1])
+        values = [float(t) for t in tokens[2:]]
+    except (IndexError, ValueError):
+        raise ValueError(f"malformed tleaf description: {text.strip()!r}") from None
+    if len(values) != 2 * levels or levels < 1:
+        raise ValueError(
+            f"tleaf with {levels} levels needs {2 * levels} numbers after the level count, "
+            f"got {len(values)}")
+    arities = [int(values[2 * i]) for i in range(levels)][::-1]
+    dists = [values[2 * i + 1] for i in range(levels)][::-1]
+    if any(a < 1 for a in arities):
+        raise ValueError(f"tleaf arities must be >= 1: {text.strip()!r}")
+    return arities, dists

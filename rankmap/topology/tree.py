@@ -1,0 +1,253 @@
+"""The machine as a rooted tree whose leaves are PEs.
+
+One type serves every machine rankmap knows: a uniform hierarchy (``4:16:8``)
+is a regular tree, an hwloc node is an irregular one, a cluster is node trees
+under network levels.  The distance between two PEs is the ``distance`` of
+their lowest common ancestor, so an O(1)-per-pair oracle needs only each PE's
+ancestor path, never a dense k x k matrix.
+
+Nodes are stored in DFS preorder, so the leaves of any subtree are a
+contiguous range of PE ids (``leaf_range``); algorithms that split the machine
+top-down (multisection, TreeMatch's top-down placement) rely on that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class TreeNode:
+    """A node of a machine description before it is frozen into a Topology.
+
+    ``distance`` is the cost of one byte between two PEs whose lowest common
+    ancestor is this node (0 for a leaf).  ``kind`` names the level
+    ("machine", "package", "L3", "core", "pu", "switch", ...); ``os_index`` is
+    the OS processor number of a leaf PU; ``name`` is a host name for nodes
+    that are hosts.
+    """
+
+    kind: str
+    distance: float = 0.0
+    children: list["TreeNode"] = field(default_factory=list)
+    os_index: int | None = None
+    name: str | None = None
+
+
+class Topology:
+    """Frozen machine tree with vectorised queries.
+
+    Attributes (arrays are indexed by node id, nodes in DFS preorder):
+    ``parent`` (-1 for the root), ``node_distance``, ``node_depth``,
+    ``node_kind`` (list of str), ``leaf_of_pe`` (node id of PE p),
+    ``leaf_start``/``leaf_stop`` (the PE range below a node),
+    ``pe_os_index`` (OS index of each PE, or -1), ``pe_host`` (host name of
+    each PE: the nearest ancestor with a name, else "localhost").
+    """
+
+    def __init__(self, root: TreeNode):
+        parent: list[int] = []
+        distance: list[float] = []
+        depth: list[int] = []
+        kinds: list[str] = []
+        names: list[str | None] = []
+        os_index: list[int] = []
+        leaves: list[int] = []
+        child_lists: list[list[int]] = []
+        # iterative DFS preorder (trees of 10^5+ leaves would overflow recursion)
+        stack: list[tuple[TreeNode, int, int]] = [(root, -1, 0)]
+        while stack:
+            node, par, dep = stack.pop()
+            nid = len(parent)
+            parent.append(par)
+            distance.append(float(node.distance) if node.children else 0.0)
+            depth.append(dep)
+            kinds.append(node.kind)
+            names.append(node.name)
+            os_index.append(-1 if node.os_index is None else int(node.os_index))
+            child_lists.append([])
+            if par >= 0:
+                child_lists[par].append(nid)
+            if not node.children:
+                leaves.append(nid)
+            for child in reversed(node.children):
+                stack.append((child, nid, dep + 1))
+        self._init_arrays(
+            np.asarray(parent, dtype=np.int64),
+            np.asarray(distance, dtype=np.float64),
+            np.asarray(depth, dtype=np.int64),
+            kinds,
+            names,
+            np.asarray(os_index, dtype=np.int64),
+            np.asarray(leaves, dtype=np.int64),
+            child_lists,
+        )
+
+    # ------------------------------------------------------------------ build
+    def _init_arrays(self, parent, distance, depth, kinds, names, os_index, leaves, child_lists):
+        self.parent = parent
+        self.node_distance = distance
+        self.node_depth = depth
+        self.node_kind = kinds
+        self.node_name = names
+        self.leaf_of_pe = leaves
+        self.n_nodes = len(parent)
+        self.n_pes = len(leaves)
+        if self.n_pes == 0:
+            raise ValueError("a topology needs at least one PE")
+        counts = np.array([len(c) for c in child_lists], dtype=np.int64)
+        self.child_ptr = np.concatenate([[0], np.cumsum(counts)])
+        self.child_idx = np.fromiter((c for cl in child_lists for c in cl), dtype=np.int64,
+                                     count=int(counts.sum()))
+        self.pe_os_index = os_index[leaves]
+        # PE range below every node: leaves are numbered in preorder
+        pe_of_leaf = np.full(self.n_nodes, -1, dtype=np.int64)
+        pe_of_leaf[leaves] = np.arange(self.n_pes)
+        start = np.full(self.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
+        stop = np.full(self.n_nodes, -1, dtype=np.int64)
+        start[leaves] = np.arange(self.n_pes)
+        stop[leaves] = np.arange(1, self.n_pes + 1)
+        self.max_depth = int(depth.max())
+        for d in range(self.max_depth, 0, -1):
+            nodes = np.flatnonzero(depth == d)
+            np.minimum.at(start, parent[nodes], start[nodes])
+            np.maximum.at(stop, parent[nodes], stop[nodes])
+        self.leaf_start, self.leaf_stop = start, stop
+        # ancestor path of every PE, one row per depth; short paths are padded
+        # with ids >= n_nodes unique to the PE, so they never match another PE
+        paths = np.empty((self.max_depth + 1, self.n_pes), dtype=np.int64)
+        pad = self.n_nodes + np.arange(self.n_pes)
+        anc = leaves.copy()
+        for d in range(self.max_depth, -1, -1):
+            here = depth[anc] == d
+            paths[d] = np.where(here, anc, pad)
+            anc = np.where(here & (parent[anc] >= 0), parent[anc], anc)
+        leaf_depth = depth[leaves]
+        self._paths = paths
+        self._dist_ext = np.concatenate([distance, np.zeros(self.n_pes)])
+        self._depth_ext = np.concatenate([depth, leaf_depth])
+        hosts = []
+        host_cache: dict[int, str] = {}
+        for leaf in leaves.tolist():
+            n = leaf
+            chain = []
+            while n >= 0 and names[n] is None and n not in host_cache:
+                chain.append(n)
+                n = parent[n]
+            host = "localhost" if n < 0 else host_cache.get(n, names[n])
+            for c in chain:
+                host_cache[c] = host
+            hosts.append(host)
+        self.pe_host = np.asarray(hosts, dtype=object)
+        self._validate_distances()
+
+    def _validate_distances(self):
+        inner = self.child_ptr[1:] > self.child_ptr[:-1]
+        d = self.node_distance
+        if np.any(d[inner] < 0):
+            raise ValueError("topology distances must be non-negative")
+
+    # ---------------------------------------------------------------- queries
+    def children(self, node: int) -> np.ndarray:
+        return self.child_idx[self.child_ptr[node]:self.child_ptr[node + 1]]
+
+    @property
+    def root(self) -> int:
+        return 0
+
+    def leaf_range(self, node: int) -> tuple[int, int]:
+        """PEs below ``node`` are ``range(start, stop)``."""
+        return int(self.leaf_start[node]), int(self.leaf_stop[node])
+
+    def lca(self, p, q) -> np.ndarray:
+        """Lowest common ancestor node of PE arrays ``p`` and ``q`` (ids may
+        be >= n_nodes when p == q at a short path: the PE's own pad id)."""
+        p = np.asarray(p, dtype=np.int64)
+        q = np.asarray(q, dtype=np.int64)
+        paths = self._paths
+        out = paths[0, p] if p.ndim else paths[0, int(p)]
+        for d in range(1, self.max_depth + 1):
+            a, b = paths[d, p], paths[d, q]
+            out = np.where(a == b, a, out)
+        return out
+
+    def distance(self, p, q) -> np.ndarray:
+        """Distance between PEs, elementwise over arrays: O(depth) vector ops,
+        no k x k matrix.  D(p, p) = 0."""
+        return self._dist_ext[self.lca(p, q)]
+
+    def lca_depth(self, p, q) -> np.ndarray:
+        return self._depth_ext[self.lca(p, q)]
+
+    def pe_path(self, pe: int) -> np.ndarray:
+        """Node ids from the root down to the leaf of ``pe``."""
+        col = self._paths[:, pe]
+        return col[col < self.n_nodes]
+
+    def depth_of_pe(self) -> np.ndarray:
+        return self.node_depth[self.leaf_of_pe]
+
+    # ------------------------------------------------------------ description
+    def level_arities(self) -> list[list[int]]:
+        """Distinct arities of internal nodes per depth, from the root."""
+        out = []
+        for d in range(self.max_depth):
+            nodes = np.flatnonzero(self.node_depth == d)
+            ar = self.child_ptr[nodes + 1] - self.child_ptr[nodes]
+            out.append(sorted(set(ar[ar > 0].tolist())))
+        return out
+
+    def level_kinds(self) -> list[str]:
+        """The most common node kind at each depth, from the root."""
+        out = []
+        for d in range(self.max_depth + 1):
+            nodes = np.flatnonzero(self.node_depth == d)
+            kinds = [self.node_kind[n] for n in nodes.tolist()]
+            out.append(max(set(kinds), key=kinds.count))
+        return out
+
+    def uniform_hierarchy(self) -> tuple[list[int], list[float]] | None:
+        """``(arities, distances)`` innermost first when this tree is a
+        uniform hierarchy (all leaves at one depth, one arity and distance per
+        level), else None."""
+        leaf_depth = self.depth_of_pe()
+        if leaf_depth.min() != leaf_depth.max():
+            return None
+        arities, dists = [], []
+        for d in range(self.max_depth):
+            nodes = np.flatnonzero(self.node_depth == d)
+            ar = np.unique(self.child_ptr[nodes + 1] - self.child_ptr[nodes])
+            ds = np.unique(self.node_distance[nodes])
+            if len(ar) != 1 or len(ds) != 1:
+                return None
+            arities.append(int(ar[0]))
+            dists.append(float(ds[0]))
+        return arities[::-1], dists[::-1]
+
+    def hosts(self) -> list[str]:
+        """Host names in PE order, without repeats."""
+        seen: dict[str, None] = {}
+        for h in self.pe_host:
+            seen.setdefault(h, None)
+        return list(seen)
+
+    def slot_in_host(self) -> np.ndarray:
+        """Index of each PE among the PEs of its host (the logical core number
+        an Open MPI rankfile uses)."""
+        out = np.empty(self.n_pes, dtype=np.int64)
+        counters: dict[str, int] = {}
+        for p, h in enumerate(self.pe_host):
+            out[p] = counters.get(h, 0)
+            counters[h] = out[p] + 1
+        return out
+
+    def __repr__(self) -> str:
+        u = self.uniform_hierarchy()
+        if u is not None:
+            from .hierarchy import format_hierarchy
+
+            s, d = format_hierarchy(*u)
+            return f"Topology(hierarchy={s!r}, distances={d!r}, n_pes={self.n_pes})"
+        return f"Topology(n_pes={self.n_pes}, depth={self.max_depth}, irregular)"
