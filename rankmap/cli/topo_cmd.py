@@ -53,24 +53,15 @@ def add_arguments(parser) -> None:
                         help="longest tree printed (default 200 lines)")
 
 
-def _numbers(text: str, what: str, cast) -> list:
-    if not text:
-        return []
-    try:
-        return [cast(x) for x in text.replace(",", ":").split(":")]
-    except ValueError:
-        raise ValueError(f"--{what} {text!r}: expected numbers separated by ':'") from None
-
-
 def build_topology(args):
     """The topology the options describe."""
     from ..topology import load_topology
     from ..topology.cluster import (cluster_from_xmls, compose_cluster, expand_nodelist,
-                                    host_slot_pes, parse_hostfile, restrict_to_slots)
+                                    host_slot_pes, parse_hostfile, parse_network,
+                                    restrict_to_slots)
     from ..topology.live import affinity_pes, discover_local
 
-    arities = _numbers(args.network, "network", int)
-    net_dists = _numbers(args.network_distances, "network-distances", float)
+    arities, net_dists = parse_network(args.network, args.network_distances)
     hosts = expand_nodelist(args.nodes) if args.nodes else None
     slots = parse_hostfile(args.hostfile) if args.hostfile else None
     if slots is not None:

@@ -134,6 +134,19 @@ def compose_cluster(nodes, network_arities=(), network_distances=()) -> Topology
     return Topology(merge_structureless_levels(level[0]))
 
 
+def parse_network(arities: str, distances: str = "") -> tuple[list[int], list[float]]:
+    """``"4:2"``, ``"100:400"`` -> ``([4, 2], [100.0, 400.0])`` (distances
+    may be empty, or have one more entry than the arities)."""
+    def numbers(text, what, cast):
+        if not text:
+            return []
+        try:
+            return [cast(x) for x in text.replace(",", ":").split(":")]
+        except ValueError:
+            raise ValueError(f"{what} {text!r}: expected numbers separated by ':' (e.g. 4:2)") from None
+    return numbers(arities, "network", int), numbers(distances, "network distances", float)
+
+
 # --------------------------------------------------------- host list input
 def expand_nodelist(text: str) -> list[str]:
     """Slurm nodelist -> host names: ``"node[01-03,07],gpu[1-2]-ib,login"``
@@ -306,7 +319,6 @@ def read_cluster_file(path) -> Topology:
     With a ``hostfile`` line the topology is restricted to its slots (in
     hostfile order, see ``host_slot_pes``).
     """
-    from .hierarchy import parse_hierarchy
     from .hwloc import read_hwloc_xml
 
     path = Path(path)
@@ -340,10 +352,7 @@ def read_cluster_file(path) -> Topology:
             members += [(h, xml, lineno) for h, _ in entries]
             slots = (slots or []) + entries
         elif key == "network" and len(plain) in (1, 3) and (len(plain) == 1 or plain[1] == "distances"):
-            if len(plain) == 3:
-                network = _at(where, parse_hierarchy, plain[0], plain[2])
-            else:
-                network = (_at(where, parse_hierarchy, plain[0])[0], [])
+            network = _at(where, parse_network, plain[0], plain[2] if len(plain) == 3 else "")
         elif key == "level-distances" and len(plain) == 1:
             level_distances = plain[0]
         else:
