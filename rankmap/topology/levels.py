@@ -44,8 +44,6 @@ _GROUP_RANK = 1
 _ALIASES = {"socket": "package", "numanode": "numa", "l3": "L3", "l3cache": "L3",
             "l2": "L2", "l2cache": "L2", "thread": "pu", "hwthread": "pu"}
 
-KNOWN_KINDS = tuple(_RANK)
-
 
 def canonical_kind(name: str) -> str:
     """Canonical spelling of one kind name (``Socket`` -> ``package``,
@@ -71,15 +69,6 @@ def join_kinds(kinds) -> str:
             if part not in parts:
                 parts.append(part)
     return "+".join(sorted(parts, key=kind_rank))
-
-
-def label_parts(label: str) -> list[str]:
-    return label.split("+")
-
-
-def is_group_like(kind: str) -> bool:
-    """Groups and unknown object types: no fixed default distance."""
-    return kind not in _RANK or kind in ("group", "system")
 
 
 def normalize_overrides(distances) -> dict[str, float]:
@@ -172,7 +161,7 @@ def assign_distances(root: TreeNode, overrides: dict[str, float] | None = None) 
             parent[id(c)] = node
     fixed: dict[int, float | None] = {}
     for node in nodes:
-        parts = label_parts(node.kind)
+        parts = node.kind.split("+")
         if node.kind in overrides:
             fixed[id(node)] = overrides[node.kind]
             continue
