@@ -83,6 +83,7 @@ class Session:
         self.part = tracefmt.part_path(self.output, self.rank)
         self.part.parent.mkdir(parents=True, exist_ok=True)
         self.write_part("flushed")
+        self._private.Barrier()  # every rank has a part file before the program runs
         self._stop = threading.Event()
         if flush_interval and flush_interval > 0:
             self._thread = threading.Thread(target=self._flush_loop, args=(flush_interval,),

@@ -35,6 +35,7 @@ _WORLD_GROUP = None
 _ORIGINAL = {}                # mpi4py.MPI attributes replaced by install()
 
 _Comm = MPI.Comm
+_BasePrequest = MPI.Prequest  # install() replaces the module attribute
 _IN_PLACE = MPI.IN_PLACE
 _ROOT = MPI.ROOT
 
@@ -387,16 +388,16 @@ def _neighbour_pickled(name: str):
 
 
 # ------------------------------------------------ persistent requests (Start)
-class Prequest(MPI.Prequest):
+class Prequest(_BasePrequest):
     """A persistent request that records its sends each time it starts."""
 
     def Start(self) -> None:
-        MPI.Prequest.Start(self)
+        _BasePrequest.Start(self)
         _record_start(self)
 
     @classmethod
     def Startall(cls, requests) -> None:
-        MPI.Prequest.Startall(requests)
+        _BasePrequest.Startall(requests)
         for req in requests:
             _record_start(req)
 
