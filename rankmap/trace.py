@@ -199,6 +199,7 @@ class Trace:
                            f"{kind}_phase": e["phase"].astype(np.int32),
                            f"{kind}_bytes": e["bytes"].astype(np.float64),
                            f"{kind}_msgs": e["msgs"].astype(np.int64)})
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with open(tmp, "wb") as fh:
             np.savez_compressed(fh, **arrays)
