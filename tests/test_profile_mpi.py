@@ -80,3 +80,22 @@ def test_exit_code_propagates_and_output_unchanged(tmp_path):
     assert read_trace(out).graph().total_bytes == 2 * 8 * 1000
     _, failed = profile(2, tmp_path, "profile_exit.py", "3", check=False, timeout=60)
     assert failed.returncode == 3
+
+
+def test_start_inside_program_and_recorded_row(tmp_path):
+    out = tmp_path / "inprog.rmtrace.npz"
+    proc = run_mpi(4, [str(SCRIPTS / "profile_inprogram.py"), str(out)], timeout=90, cwd=tmp_path)
+    assert proc.stdout.count(": ok") == 4
+    t = read_trace(out)  # written at exit
+    assert t.graph("p2p").total_bytes == 4 * 240
+    assert t.graph("collective").total_bytes == 3 * 32
+
+
+def test_corpus_traces_are_readable():
+    corpus = Path(__file__).resolve().parents[1] / "profiling" / "traces"
+    files = sorted(corpus.glob("*.rmtrace.npz"))
+    assert len(files) >= 14
+    for f in files:
+        t = read_trace(f)
+        assert t.status == ["complete"] * t.nranks, f
+        assert t.graph("all").total_bytes > 0, f
