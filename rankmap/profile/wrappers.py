@@ -126,16 +126,21 @@ def _coll(name: str, op: str, unit, persistent: bool = False):
 
     def method(self, *args, **kwargs):
         result = base(self, *args, **kwargs)
-        sends = _coll_sends(self, op, *unit(self, args, kwargs))
-        if persistent:
-            return _persistent(result, "cb", "cm", sends)
-        c = _REC.active
-        for w, n in sends:
-            c.cb[w] += n
-            c.cm[w] += 1
-        return result
+        return _collective_done(result, _coll_sends(self, op, *unit(self, args, kwargs)), persistent)
 
     return _named(method, base)
+
+
+def _collective_done(result, sends, persistent=False):
+    """Count a collective's ``(world rank, bytes)`` sends now, or, for a
+    persistent collective, at each Start of the returned request."""
+    if persistent:
+        return _persistent(result, "cb", "cm", sends)
+    c = _REC.active
+    for w, n in sends:
+        c.cb[w] += n
+        c.cm[w] += 1
+    return result
 
 
 def _coll_pickled(name: str, op: str, root_pos: int | None):
@@ -155,11 +160,7 @@ def _coll_pickled(name: str, op: str, root_pos: int | None):
                 unit = sum(unit) / size
         else:  # what this rank pickled, else (bcast non-root) what it received
             unit = dumps[0] if dumps else (loads[0] if loads else 0)
-        c = _REC.active
-        for w, n in _coll_sends(self, op, unit, root):
-            c.cb[w] += n
-            c.cm[w] += 1
-        return result
+        return _collective_done(result, _coll_sends(self, op, unit, root))
 
     return _named(method, base)
 
@@ -338,13 +339,7 @@ def _neighbour(name: str, per_peer, persistent: bool = False):
         peers = self._nbrs
         sends = [(w, n) for w, n in zip(peers, per_peer(args, kwargs, len(peers)))
                  if w is not None]
-        if persistent:
-            return _persistent(result, "cb", "cm", sends)
-        c = _REC.active
-        for w, n in sends:
-            c.cb[w] += n
-            c.cm[w] += 1
-        return result
+        return _collective_done(result, sends, persistent)
 
     return _named(method, base)
 
@@ -377,12 +372,7 @@ def _neighbour_pickled(name: str):
             _CAPTURE.disarm()
         peers = self._nbrs
         sizes = dumps if len(dumps) == len(peers) else [dumps[0] if dumps else 0] * len(peers)
-        c = _REC.active
-        for w, n in zip(peers, sizes):
-            if w is not None:
-                c.cb[w] += n
-                c.cm[w] += 1
-        return result
+        return _collective_done(result, [(w, n) for w, n in zip(peers, sizes) if w is not None])
 
     return _named(method, base)
 
