@@ -143,32 +143,39 @@ class Trace:
         hwloc/cluster readers.  Slots: the first CPU of each rank's binding
         when the bindings are distinct, else every CPU the ranks may run on.
         """
+        return self.topology_and_placement()[0]
+
+    def topology_and_placement(self):
+        """``(topology, pe_of_rank)``: the job's machine as ``topology()``,
+        and the PE each rank ran on in it when the ranks were bound to
+        distinct CPUs (else None: unbound ranks have no single PE)."""
         try:
-            from .topology.cluster import compose_cluster, restrict_to_slots
+            from .topology.cluster import compose_cluster, restrict_to_slots, slot_of_process
             from .topology.hwloc import read_hwloc_xml
         except ImportError:
-            return None
+            return None, None
         hosts, bindings = self.hosts, self.bindings
         order = [h for h in dict.fromkeys(hosts) if h is not None]
         if not order or any(self.host_topology_xml.get(h) is None for h in order):
-            return None
+            return None, None
         if any(b is None for b in bindings):
-            return None
+            return None, None
         try:
             trees = [(h, read_hwloc_xml(self.host_topology_xml[h])) for h in order]
             topo = compose_cluster(trees) if len(trees) > 1 else trees[0][1]
         except (ValueError, OSError):
-            return None
+            return None, None
         pe_of = {(h, int(os_i)): pe for pe, (h, os_i) in
                  enumerate(zip(_pe_hosts(topo, order), topo.pe_os_index))}
         distinct = len({(h, tuple(b)) for h, b in zip(hosts, bindings)}) == self.nranks
-        cpus = [(h, b[0]) for h, b in zip(hosts, bindings)] if distinct else \
-            [(h, c) for h, b in zip(hosts, bindings) for c in b]
         try:
-            pes = sorted({pe_of[key] for key in cpus})
+            if distinct:
+                rank_pes = np.asarray([pe_of[(h, b[0])] for h, b in zip(hosts, bindings)], dtype=np.int64)
+                return restrict_to_slots(topo, rank_pes), slot_of_process(rank_pes)
+            pes = sorted({pe_of[(h, c)] for h, b in zip(hosts, bindings) for c in b})
         except KeyError:
-            return None
-        return restrict_to_slots(topo, np.asarray(pes, dtype=np.int64))
+            return None, None
+        return restrict_to_slots(topo, np.asarray(pes, dtype=np.int64)), None
 
     # ----------------------------------------------------------------- I/O
     def write(self, path) -> Path:

@@ -43,31 +43,35 @@ def load_graph(args) -> CommGraph:
                       include_internal=args.ompi_internal)
 
 
-def load_machine(args, graph_source: str | None = None) -> Topology:
+def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.ndarray | None]:
+    """The machine from the options, else from the trace being mapped.
+
+    Returns ``(topology, recorded)``: ``recorded`` is the PE each task ran on
+    when a trace says so (the real "before"), else None (identity is then
+    the launch order)."""
     if args.hierarchy and args.topology:
         raise UserError("give either --hierarchy or --topology, not both")
     if args.hierarchy:
-        return topology_from_strings(args.hierarchy, args.distances)
+        return topology_from_strings(args.hierarchy, args.distances), None
     if args.distances:
         raise UserError("--distances needs --hierarchy")
     if args.topology:
-        return load_topology(args.topology)
+        return load_topology(args.topology), None
     if graph_source is not None:
-        topo = _trace_topology(graph_source)
+        topo, recorded = _trace_machine(graph_source)
         if topo is not None:
-            return topo
-    raise UserError("no machine given: use --hierarchy S [--distances D] or --topology FILE")
+            return topo, recorded
+    raise UserError("no machine given: use --hierarchy S [--distances D] or --topology FILE "
+                    "(a trace gives its own machine only when it recorded each host's topology)")
 
 
-def _trace_topology(path: str) -> Topology | None:
-    """The machine a recorded trace ran on, when the trace knows it."""
-    try:
-        from .. import trace
-    except ImportError:
-        return None
+def _trace_machine(path: str):
+    """The machine a recorded trace ran on and where its ranks were."""
+    from .. import trace
+
     if not trace.is_trace(path):
-        return None
-    return trace.read_trace(path).topology()
+        return None, None
+    return trace.read_trace(path).topology_and_placement()
 
 
 def human_bytes(x: float) -> str:

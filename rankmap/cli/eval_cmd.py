@@ -33,7 +33,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     graph = load_graph(args)
-    topology = load_machine(args, graph_source=args.input)
+    topology, _ = load_machine(args, graph_source=args.input)
     pe = read_perm(args.mapping)
     validate_mapping(pe, graph, topology, eps=args.eps)
     from ..algorithms import map_tasks

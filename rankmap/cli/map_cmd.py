@@ -1,8 +1,10 @@
 """Compute a task -> PE mapping and write it as a launch file.
 
 Reads the communication graph (or a recorded trace), maps it onto the machine
-with the chosen method, prints J before (identity: rank r on PE r) and after,
-and writes the mapping in the format the next launch needs.
+with the chosen method, prints J before (where a trace says the ranks ran,
+else the launch order: rank r on PE r) and after, and writes the mapping in
+the format the next launch needs.  A trace that recorded its hosts'
+topologies needs no machine options.
 
 examples:
   rankmap map app.mat --hierarchy 4:16:8 --distances 1:10:100
@@ -75,7 +77,7 @@ def _typed(value: str):
 
 def run(args) -> int:
     graph = load_graph(args)
-    topology = load_machine(args, graph_source=args.input)
+    topology, recorded = load_machine(args, graph_source=args.input)
     options = parse_options(args.option)
     if args.time_limit is not None:
         options["time_limit"] = args.time_limit
@@ -86,13 +88,18 @@ def run(args) -> int:
         print(f"note: ignored {graph.self_bytes:.6g} bytes of self-traffic (diagonal)", file=sys.stderr)
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps, **options)
     identity = map_tasks(graph, topology, method="identity", eps=args.eps)
-    before = evaluate(graph, topology, identity.pe_of_task, check=False)
+    before_pe, before_name = identity.pe_of_task, "identity"
+    if recorded is not None:
+        before_pe, before_name = recorded, "recorded"
+    before = evaluate(graph, topology, before_pe, check=False)
     after = evaluate(graph, topology, mapping.pe_of_task, check=False)
     if args.output:
         write_launch_file(mapping.pe_of_task, topology, args.output, args.as_format)
     if args.json:
         dump_json({"method": args.method, "seed": args.seed, "n_tasks": graph.n,
-                   "n_pes": topology.n_pes, "J": after.J, "J_identity": before.J,
+                   "n_pes": topology.n_pes, "J": after.J,
+                   "J_identity": evaluate(graph, topology, identity.pe_of_task, check=False).J,
+                   "before": before_name, "J_before": before.J,
                    "ratio": after.J / before.J if before.J else 1.0,
                    "bytes_per_level": after.bytes_per_level, "bottleneck": after.bottleneck,
                    "hops_per_byte": after.hops_per_byte, "time_s": mapping.time_s,
@@ -101,11 +108,11 @@ def run(args) -> int:
         return 0
     print(f"{graph.n} tasks, {graph.n_edges} communicating pairs, {graph.total_bytes:.6g} bytes; "
           f"{topology.n_pes} PEs on {len(topology.hosts())} host(s)")
-    print_comparison("identity", args.method, before, after)
+    print_comparison(before_name, args.method, before, after)
     print(f"mapping time: {mapping.time_s:.3f} s")
     if args.output:
         print(f"wrote {args.as_format} mapping to {args.output}")
     else:
-        moved = int(np.count_nonzero(mapping.pe_of_task != identity.pe_of_task))
+        moved = int(np.count_nonzero(mapping.pe_of_task != before_pe))
         print(f"{moved} of {graph.n} tasks move (use -o FILE --as FORMAT to write a launch file)")
     return 0
