@@ -111,6 +111,9 @@ class LocalExchange:
     def allreduce(self, values) -> np.ndarray:
         return np.asarray(values, dtype=np.float64)
 
+    def first_error(self, message: str | None) -> str | None:
+        return message
+
 
 def block_owner(tasks, n_tasks: int, n_owners: int) -> np.ndarray:
     """Owner of each task under the block distribution used everywhere:
@@ -434,11 +437,14 @@ class SwapRounds:
 
         def verdicts():
             me, partner, g, tb = state["m_me"], state["m_partner"], state["m_g"], state["m_tb"]
+            if len(me) == 0:
+                state.update(m_ok=np.zeros(0, dtype=bool))
+                return np.zeros(0, dtype=np.int64), np.zeros((0, 3))
             w = pri[:, 0].astype(np.int64)
             u = pri[:, 1].astype(np.int64)
             at = np.searchsorted(me, w)
             at_c = np.minimum(at, max(len(me) - 1, 0))
-            mine = (at < len(me)) & (me[at_c] == w) if len(me) else np.zeros(len(w), bool)
+            mine = (at < len(me)) & (me[at_c] == w)
             # a neighbour in another matched pair with a higher priority blocks us
             other_pair = mine & (u != partner[at_c])
             higher = (pri[:, 3] > g[at_c]) | ((pri[:, 3] == g[at_c]) & (pri[:, 4] > tb[at_c])) | \
@@ -472,15 +478,13 @@ class SwapRounds:
 
     def run(self, *, max_rounds: int = 50, min_improvement: float = 1e-4) -> RoundsResult:
         j0, failed = self.ex.allreduce([self.cost(), self.error is not None])
-        if failed:
-            raise RuntimeError(self._failure())
+        self._raise_if(failed)
         j, rounds, swaps, history = float(j0), 0, 0, []
         floor = 1e-12 * j
         while rounds < max_rounds and j > 0:
             n_swapped, gain = self.round(floor)
             tot_swapped, tot_gain, failed = self.ex.allreduce([n_swapped, gain, self.error is not None])
-            if failed:
-                raise RuntimeError(self._failure())
+            self._raise_if(failed)
             rounds += 1
             swaps += int(round(tot_swapped)) // 2
             j -= float(tot_gain)
@@ -490,10 +494,12 @@ class SwapRounds:
                 break
         return RoundsResult(self.labels, float(j0), j, rounds, swaps, history)
 
-    def _failure(self) -> str:
-        if self.error is not None:
-            return f"distributed refinement failed on owner {self.ex.rank}: {self.error}"
-        return "distributed refinement failed on another owner"
+    def _raise_if(self, failed) -> None:
+        """Collective: when any owner failed, raise the first owner's error on all."""
+        if failed:
+            mine = None if self.error is None else \
+                f"owner {self.ex.rank}: {type(self.error).__name__}: {self.error}"
+            raise RuntimeError(self.ex.first_error(mine))
 
 
 def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int = 0,
