@@ -63,8 +63,11 @@ def _row(traffic, rank: int, size: int):
         return list(traffic.keys()), list(traffic.values())
     if isinstance(traffic, (tuple, list)) and len(traffic) == 2:
         return traffic[0], traffic[1]
-    arr = np.asarray(traffic, dtype=np.float64)
-    if arr.ndim == 1 and arr.size == size:
+    try:
+        arr = np.asarray(traffic, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is not None and arr.ndim == 1 and arr.size == size:
         nz = np.flatnonzero(arr)
         return nz, arr[nz]
     raise ValueError(f"traffic: cannot use a {type(traffic).__name__} (give (destinations, bytes), "
