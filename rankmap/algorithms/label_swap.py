@@ -19,6 +19,9 @@ One round, for tasks u with PE labels l(u) and symmetric traffic S = B + B^T:
   1. every task sends its label to its neighbours (fresh 1-hop labels);
   2. every task forwards its ``fanout`` heaviest neighbours with labels to its
      neighbours (2-hop candidates, the N_C^2 neighbourhood of Schulz & Traff);
+     plus, through a directory per tree group, the tasks on PEs in the two
+     smallest groups around its heaviest neighbours' PEs (where u would like
+     to be: a swap partner there need not talk to u at all);
   3. u computes its half gain h_u(v) = sum_{w in N(u), w != v} S[u,w] *
      (D(l(u), l(w)) - D(l(v), l(w))) for every candidate v and proposes to the
      ``proposals`` best with h_u(v) > 0;
@@ -59,6 +62,15 @@ def label_distance(anc_a, dist_a, anc_b) -> np.ndarray:
     of the LCA is the number of equal entries minus one."""
     depth = (anc_a == anc_b).sum(axis=1) - 1
     return dist_a[np.arange(len(depth)), depth]
+
+
+def enclosing_group(labels: "Labels", up: int = 0) -> np.ndarray:
+    """Node id of the smallest group around each PE with a non-zero distance
+    (its core group or socket on a hierarchy), or ``up`` levels above it."""
+    positive = labels.dist > 0
+    last = labels.dist.shape[1] - 1 - np.argmax(positive[:, ::-1], axis=1)
+    last = np.where(positive.any(axis=1), last, labels.dist.shape[1] - 1)
+    return labels.anc[np.arange(len(last)), np.maximum(last - up, 0)]
 
 
 @dataclass
@@ -250,9 +262,12 @@ class SwapRounds:
     """One owner's part of the protocol (see the module docstring)."""
 
     def __init__(self, rows: Rows, labels: Labels, exchange, *, seed: int = 0, fanout: int = 8,
-                 proposals: int = 4, chunk: int = 1 << 21):
+                 proposals: int = 8, group_cap: int = 16, group_levels: int = 2,
+                 chunk: int = 1 << 21):
         self.rows, self.labels, self.ex = rows, labels, exchange
         self.seed, self.fanout, self.proposals, self.chunk = seed, fanout, proposals, chunk
+        self.group_cap, self.group_levels = group_cap, group_levels
+        self.turn = 0  # rounds done
         self.levels = labels.anc.shape[1]
         self.error: BaseException | None = None
 
@@ -336,9 +351,7 @@ class SwapRounds:
         r = rows.row_of_entry
 
         def build():
-            order = np.lexsort((rows.cols, -rows.weights, r))
-            pos = np.arange(len(order)) - rows.indptr[r[order]]
-            top = np.sort(order[pos < self.fanout])  # top entries, grouped by row
+            top = self._top_entries()
             tcount = np.bincount(r[top], minlength=len(rows.tasks))
             tstart = np.concatenate([[0], np.cumsum(tcount)])[:-1]
             reps = tcount[r]
@@ -352,20 +365,74 @@ class SwapRounds:
 
         return self._send(build)
 
+    def _top_entries(self) -> np.ndarray:
+        """The ``fanout`` heaviest entries of every local row, grouped by row."""
+        rows = self.rows
+        r = rows.row_of_entry
+        order = np.lexsort((rows.cols, -rows.weights, r))
+        pos = np.arange(len(order)) - rows.indptr[r[order]]
+        return np.sort(order[pos < self.fanout])
+
+    def _group_members(self, nb: Labels):
+        """Records (u, x, label of x) for the tasks x whose PEs share the
+        smallest groups (``group_levels`` of them) around the PE of one of
+        u's heaviest neighbours: the places u would like to move to.  A directory per group (spread over
+        the owners by group id) collects its members and answers the asks."""
+        rows, lab, n = self.rows, self.labels, self.rows.n_tasks
+        width = 3 + 1 + 2 * self.levels  # group, kind, task, label
+
+        def ask():
+            top = self._top_entries()
+            asker = np.tile(rows.tasks[rows.row_of_entry[top]], self.group_levels)
+            group = np.concatenate([enclosing_group(nb.take(top), up)
+                                    for up in range(self.group_levels)])
+            pairs = np.unique(np.column_stack([group, asker]), axis=0)
+            mine = np.concatenate([enclosing_group(lab, up) for up in range(self.group_levels)])
+            reg = np.column_stack([mine, np.zeros(len(mine)), np.tile(rows.tasks, self.group_levels),
+                                   np.tile(lab.pack(), (self.group_levels, 1))])
+            asks = np.zeros((len(pairs), width))
+            asks[:, 0], asks[:, 1], asks[:, 2] = pairs[:, 0], 1.0, pairs[:, 1]
+            rec = np.vstack([reg, asks])
+            return self.ex.owner(rec[:, 0].astype(np.int64) % n), rec
+
+        got = self._send(ask)
+
+        def answer():
+            is_ask = got[:, 1] > 0
+            reg, asks = got[~is_ask], got[is_ask]
+            # members in a seeded order that changes every round, so a large
+            # group shows different members to an asker over the rounds
+            turn = _hash_pairs(reg[:, 2].astype(np.int64), np.full(len(reg), self.turn), self.seed)
+            reg = reg[np.lexsort((reg[:, 2], turn, reg[:, 0]))]
+            lo = np.searchsorted(reg[:, 0], asks[:, 0], side="left")
+            hi = np.searchsorted(reg[:, 0], asks[:, 0], side="right")
+            cnt = np.minimum(hi - lo, self.group_cap)
+            a = np.repeat(np.arange(len(asks)), cnt)
+            member = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(len(a))
+            keep = reg[member, 2] != asks[a, 2]
+            a, member = a[keep], member[keep]
+            rec = np.column_stack([asks[a, 2], reg[member, 2], reg[member, 3:]])
+            return self.ex.owner(rec[:, 0].astype(np.int64)), rec
+
+        return self._send(answer)
+
     def round(self, gain_floor: float) -> tuple[int, float]:
         """Run one round; returns (tasks swapped here, gain counted here)."""
         rows, lab, ex = self.rows, self.labels, self.ex
+        self.turn += 1
         nb = self._neighbour_labels()
         hop2 = self._two_hop(nb)
+        near = self._group_members(nb)
         state = {}
 
         def proposals():
             contrib = self.contributions(nb)
             r = rows.row_of_entry
             # candidates: neighbours (from their entries) and 2-hop tasks
-            cand_task = np.concatenate([rows.tasks[r], hop2[:, 0].astype(np.int64)])
-            cand_part = np.concatenate([rows.cols, hop2[:, 1].astype(np.int64)])
-            cand_lab = np.concatenate([nb.pack(), hop2[:, 2:]])
+            more = np.vstack([hop2, near])
+            cand_task = np.concatenate([rows.tasks[r], more[:, 0].astype(np.int64)])
+            cand_part = np.concatenate([rows.cols, more[:, 1].astype(np.int64)])
+            cand_lab = np.concatenate([nb.pack(), more[:, 2:]])
             keep = cand_task != cand_part
             cand_task, cand_part, cand_lab = cand_task[keep], cand_part[keep], cand_lab[keep]
             o = np.lexsort((cand_part, cand_task))
@@ -503,7 +570,7 @@ class SwapRounds:
 
 
 def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int = 0,
-                  fanout: int = 8, proposals: int = 4, max_rounds: int = 50,
+                  fanout: int = 8, proposals: int = 8, max_rounds: int = 50, group_cap: int = 16,
                   min_improvement: float = 1e-4) -> tuple[np.ndarray, RoundsResult]:
     """The distributed swap refinement run in one process (same decisions as
     under MPI with any number of ranks).  One-to-one mappings only."""
@@ -513,6 +580,7 @@ def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int
     ex = LocalExchange(graph.n)
     tasks = np.arange(graph.n, dtype=np.int64)
     rows = symmetric_rows(tasks, *rows_of_graph(graph, tasks), ex)
-    sr = SwapRounds(rows, Labels.of(topology, pe), ex, seed=seed, fanout=fanout, proposals=proposals)
+    sr = SwapRounds(rows, Labels.of(topology, pe), ex, seed=seed, fanout=fanout, proposals=proposals,
+                    group_cap=group_cap)
     res = sr.run(max_rounds=max_rounds, min_improvement=min_improvement)
     return res.labels.pe.copy(), res

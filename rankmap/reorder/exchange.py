@@ -23,6 +23,7 @@ class MPIExchange:
         self.size = comm.Get_size()
         self.rank = comm.Get_rank()
         self.n_tasks = n_tasks
+        self.peak_bytes = 0  # largest send + receive buffer of one exchange
 
     def owner(self, tasks) -> np.ndarray:
         return block_owner(tasks, self.n_tasks, self.size)
@@ -43,6 +44,7 @@ class MPIExchange:
         recv = np.empty(int(recv_counts.sum()), dtype=np.float64)
         self.comm.Alltoallv([send, (send_counts, send_displ), MPI.DOUBLE],
                             [recv, (recv_counts, recv_displ), MPI.DOUBLE])
+        self.peak_bytes = max(self.peak_bytes, send.nbytes + recv.nbytes + 4 * send_counts.nbytes)
         return recv.reshape(-1, width)
 
     def allreduce(self, values) -> np.ndarray:
