@@ -141,7 +141,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     source = "given" if topology is not None else "discovered"
     try:
         row = step(comm, "reading the traffic", lambda: own_row(
-            traffic() if callable(traffic) else traffic, rank, size))
+            _resolve_traffic(comm, traffic), rank, size))
         place = locate(comm, topology, network)
         if place.warning:
             warnings.warn(f"rankmap.reorder_comm: {place.warning}", RankmapWarning, stacklevel=2)
@@ -164,6 +164,31 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
                        rank, new.Get_rank(), info.get("rounds", 0), info.get("swaps", 0),
                        place.source, time.perf_counter() - start)
     return _wrap(ReorderedComm, new, comm, info)
+
+
+def _resolve_traffic(comm, traffic):
+    """Call a traffic function; turn "profile" into this rank's recorded row
+    in ranks of ``comm`` (the profiler counts COMM_WORLD ranks)."""
+    if callable(traffic):
+        traffic = traffic()
+    if not (isinstance(traffic, str) and traffic == "profile"):
+        return traffic
+    try:
+        from ..profile import recorded_row
+    except ImportError as exc:
+        raise ValueError("traffic='profile' needs the profiling layer (rankmap.profile), which is "
+                         f"not available: {exc}") from None
+    world_dst, nbytes, _messages = recorded_row(kind="p2p")
+    world = MPI.COMM_WORLD.Get_group()
+    group = comm.Get_group()
+    try:
+        dst = np.asarray(MPI.Group.Translate_ranks(world, np.asarray(world_dst).tolist(), group),
+                         dtype=np.int64)
+    finally:
+        world.Free()
+        group.Free()
+    inside = dst != MPI.UNDEFINED  # traffic to processes outside comm does not move
+    return dst[inside], np.asarray(nbytes, dtype=np.float64)[inside]
 
 
 # ------------------------------------------------------------ centralised

@@ -3,10 +3,11 @@
 ``reorder_comm(traffic=...)`` accepts: this rank's own row (``(destinations,
 bytes)`` as for ``Create_dist_graph_adjacent``, a ``{destination: bytes}``
 dict, or a length-P array of bytes per destination), a ``CommGraph`` or sparse
-matrix of the whole job, a saved trace or graph file (any format
-``rankmap.formats.read_graph`` reads), or ``"profile"``: what the profiling
-layer has recorded so far in this run.  No MPI here: the row is checked
-locally and the verdict agreed by the caller.
+matrix of the whole job, or a saved trace or graph file (any format
+``rankmap.formats.read_graph`` reads).  ``"profile"`` (what the profiling
+layer has recorded so far) is turned into a row by the caller, which knows
+the communicator.  No MPI here: the row is checked locally and the verdict
+agreed by the caller.
 """
 
 from __future__ import annotations
@@ -43,14 +44,6 @@ def _row(traffic, rank: int, size: int):
     if traffic is None:
         raise ValueError("traffic is required: this rank's (destinations, bytes), a CommGraph, "
                          "a trace file or 'profile'")
-    if isinstance(traffic, str) and traffic == "profile":
-        try:
-            from ..profile import recorded_row
-        except ImportError as exc:
-            raise ValueError("traffic='profile' needs the profiling layer (rankmap.profile."
-                             f"recorded_row), which is not available: {exc}") from None
-        dst, nbytes, _messages = recorded_row(kind="p2p")
-        return dst, nbytes
     if isinstance(traffic, (str, os.PathLike)):
         from ..formats import read_graph
 
