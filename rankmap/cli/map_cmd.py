@@ -48,6 +48,9 @@ def add_arguments(p) -> None:
                         "MPICH_RANK_ORDER), hydra (mpiexec -f machinefile), openmpi (rankfile), "
                         "slurm (SLURM_HOSTFILE for --distribution=arbitrary)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--distributed", action="store_true",
+                   help="run under mpiexec -n P: --method on rank 0 is the start, then swap "
+                        "refinement spread over the P ranks (rank 0 reports)")
 
 
 def parse_options(pairs: list[str]) -> dict:
@@ -86,7 +89,16 @@ def run(args) -> int:
               "(eps = 0.03)", file=sys.stderr)
     if graph.self_bytes and not args.json:
         print(f"note: ignored {graph.self_bytes:.6g} bytes of self-traffic (diagonal)", file=sys.stderr)
-    mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps, **options)
+    if args.distributed:
+        from ..reorder.offline import map_distributed
+
+        mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
+                                  **options)
+        if mapping is None:  # ranks other than 0: rank 0 reports
+            return 0
+    else:
+        mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
+                            **options)
     identity = map_tasks(graph, topology, method="identity", eps=args.eps)
     before_pe, before_name = identity.pe_of_task, "identity"
     if recorded is not None:
