@@ -178,3 +178,27 @@ def test_sigterm_tears_down():
     while leftovers(name) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert leftovers(name) == []
+
+
+def test_cli_up_list_run_down(capsys):
+    from rankmap.cli import main
+    from rankmap.emulate import teardown
+
+    try:
+        check_environment()
+    except ClusterUnavailable as exc:
+        pytest.skip(str(exc))
+    assert main(["cluster", "up", "--nodes", "2", "--slots", "3", "--bandwidth", "10mbit"]) == 0
+    name = capsys.readouterr().out.strip()
+    try:
+        assert main(["cluster", "list"]) == 0
+        assert f"{name}\t2 nodes x 3 slots\t10mbit" in capsys.readouterr().out
+        assert main(["cluster", "run", name, "--show", "--", "prog", "arg"]) == 0
+        shown = capsys.readouterr().out
+        assert "-hosts node0:3,node1:3 -n 6 prog arg" in shown and "FI_PROVIDER tcp" in shown
+        assert main(["cluster", "down", name]) == 0
+        assert leftovers(name) == []
+        assert main(["cluster", "down", name]) == 2
+        assert "no emulated cluster" in capsys.readouterr().err
+    finally:
+        teardown(name)

@@ -182,6 +182,7 @@ class EmulatedCluster:
         self.state_dir = STATE_ROOT / self.name
         self.subnet: ipaddress.IPv4Network | None = None
         self.is_up = False
+        self.persist = False
         self._saved_handlers: dict = {}
 
     # ---- names -----------------------------------------------------------
@@ -255,7 +256,7 @@ class EmulatedCluster:
         if self.is_up:
             return self
         self.state_dir.mkdir(parents=True, exist_ok=False)
-        self.is_up = True  # from here on, down() has something to remove
+        self.is_up, self.persist = True, persist  # from here on, down() has something to remove
         if not persist:
             atexit.register(self.down)
         try:
@@ -306,7 +307,7 @@ class EmulatedCluster:
 
     def _write_state(self) -> None:
         state = {"name": self.name, "spec": asdict(self.spec), "subnet": str(self.subnet),
-                 "owner_pid": os.getpid(), "bridge": self.bridge}
+                 "owner_pid": os.getpid(), "persist": self.persist, "bridge": self.bridge}
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=1) + "\n")
 
     def _write_launcher(self) -> None:
@@ -427,18 +428,20 @@ def default_mpiexec() -> str:
     return found
 
 
-def teardown(name: str) -> None:
+def teardown(name: str) -> int:
     """Remove cluster ``name``: stop the processes inside its namespaces,
-    delete its links, bridges and namespaces (exactly those with its prefix)."""
+    delete its links, bridges and namespaces (exactly those with its prefix).
+    Returns how many namespaces and links it found."""
     if not _NAME_RE.match(name):
         raise ValueError(f"not an emulated cluster name: {name!r}")
     # exact patterns: cluster "rmxab1" must not match cluster "rmxab1h"'s objects
     own_ns = re.compile(rf"^{name}-n\d+$")
     own_link = re.compile(rf"^{name}(?:[hpuvr]\d+|s)$")
     namespaces = [ns for ns in _netns_list() if own_ns.match(ns)]
+    links = [link for link in _link_list() if own_link.match(link)]
     _stop_processes(namespaces)
-    for link in _link_list():
-        if own_link.match(link) and link != f"{name}s":
+    for link in links:
+        if link != f"{name}s":
             _quiet(["ip", "link", "del", link])
     for ns in namespaces:
         _quiet(["ip", "netns", "del", ns])
@@ -446,6 +449,7 @@ def teardown(name: str) -> None:
     state_dir = STATE_ROOT / name
     if state_dir.exists():
         shutil.rmtree(state_dir, ignore_errors=True)
+    return len(namespaces) + len(links)
 
 
 def _stop_processes(namespaces: list[str], grace: float = 2.0) -> None:
