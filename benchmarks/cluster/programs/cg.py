@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from grid import Timer, exchange, face_graph, neighbours, parse_grid, reorder_in_program  # noqa: E402
+from grid import Timer, add_reorder_arguments, exchange, face_graph, neighbours, parse_grid, start  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
@@ -28,10 +27,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=512,
                    help="local points along axes the grid does not split (default 512)")
     p.add_argument("--iters", type=int, default=40, help="CG iterations (default 40)")
-    p.add_argument("--reorder", action="store_true",
-                   help="reorder ranks in the program at start-up (in-program path)")
-    p.add_argument("--method", default="auto", help="mapping method for --reorder")
-    return p
+    return add_reorder_arguments(p)
 
 
 def graph(args):
@@ -53,14 +49,7 @@ def main() -> None:
 
     args = parser().parse_args()
     dims = parse_grid(args.grid)
-    comm = MPI.COMM_WORLD
-    if comm.size != int(np.prod(dims)):
-        raise SystemExit(f"--grid {args.grid} needs {int(np.prod(dims))} ranks, got {comm.size}")
-    t = time.perf_counter()
-    cost = None
-    if args.reorder:
-        comm, cost = reorder_in_program(comm, graph(args), args.method)
-    reorder_s = time.perf_counter() - t
+    comm, cost, reorder_s = start(MPI.COMM_WORLD, args, dims, graph)
     shape = local_shape(args, dims)
     faces = neighbours(dims, comm.rank)
     inner = (slice(1, -1),) * 3
@@ -72,7 +61,6 @@ def main() -> None:
 
     send = [np.empty([s for a, s in enumerate(shape) if a != axis]) for axis, _, _ in faces]
     recv = [np.empty_like(buf) for buf in send]
-    timer = Timer()
 
     def apply_laplacian(p_pad: np.ndarray) -> np.ndarray:
         for buf, (axis, step, _) in zip(send, faces):
@@ -95,7 +83,7 @@ def main() -> None:
     p_pad = np.zeros([s + 2 for s in shape])  # ghost layer stays 0 on the physical boundary
     p_pad[inner] = r
     comm.Barrier()
-    timer.start = time.perf_counter()
+    timer = Timer()                           # apply_laplacian and dot use it
     rr = rr0 = dot(r, r)
     for _ in range(args.iters):
         q = apply_laplacian(p_pad)

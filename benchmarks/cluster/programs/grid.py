@@ -94,6 +94,26 @@ def reorder_in_program(comm, graph: CommGraph, method: str):
     return comm.Split(0, key), comm.bcast(cost, root=0)
 
 
+def add_reorder_arguments(p):
+    """The options of the in-program path, the same in every program."""
+    p.add_argument("--reorder", action="store_true",
+                   help="reorder ranks in the program at start-up (in-program path)")
+    p.add_argument("--method", default="auto", help="mapping method for --reorder")
+    return p
+
+
+def start(comm, args, dims, graph_of):
+    """Check the job size against the grid; with ``args.reorder`` take the
+    in-program path.  Returns ``(communicator, J or None, seconds spent)``."""
+    if comm.size != int(np.prod(dims)):
+        raise SystemExit(f"--grid {args.grid} needs {int(np.prod(dims))} ranks, got {comm.size}")
+    t = time.perf_counter()
+    cost = None
+    if args.reorder:
+        comm, cost = reorder_in_program(comm, graph_of(args), args.method)
+    return comm, cost, time.perf_counter() - t
+
+
 class Timer:
     """Wall time of the timed loop and the part of it spent waiting in MPI."""
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from grid import Timer, exchange, face_graph, neighbours, parse_grid, reorder_in_program  # noqa: E402
+from grid import Timer, add_reorder_arguments, exchange, face_graph, neighbours, parse_grid, start  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
@@ -23,10 +22,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", default="8x4", help="process grid, row-major ranks (default 8x4)")
     p.add_argument("--kib", type=float, default=256, help="KiB per face message (default 256)")
     p.add_argument("--iters", type=int, default=20, help="exchanges (default 20)")
-    p.add_argument("--reorder", action="store_true",
-                   help="reorder ranks in the program at start-up (in-program path)")
-    p.add_argument("--method", default="auto", help="mapping method for --reorder")
-    return p
+    return add_reorder_arguments(p)
 
 
 def graph(args):
@@ -40,14 +36,7 @@ def main() -> None:
 
     args = parser().parse_args()
     dims = parse_grid(args.grid)
-    comm = MPI.COMM_WORLD
-    if comm.size != int(np.prod(dims)):
-        raise SystemExit(f"--grid {args.grid} needs {int(np.prod(dims))} ranks, got {comm.size}")
-    t = time.perf_counter()
-    cost = None
-    if args.reorder:
-        comm, cost = reorder_in_program(comm, graph(args), args.method)
-    reorder_s = time.perf_counter() - t
+    comm, cost, reorder_s = start(MPI.COMM_WORLD, args, dims, graph)
     faces = neighbours(dims, comm.rank)
     count = int(args.kib * 1024) // 8
     send = [np.full(count, comm.rank, dtype=np.float64) for _ in faces]
