@@ -24,6 +24,9 @@ def add_graph_arguments(parser) -> None:
                         help="how matrix values become bytes: as given, absolute, or 1 per entry")
     parser.add_argument("--ompi-internal", action="store_true",
                         help="Open MPI monitoring: also count internal (I) messages")
+    parser.add_argument("--traffic", default="all", choices=["all", "p2p", "collective"],
+                        help="rankmap traces: which recorded traffic to map (default: all; "
+                             "collectives as the trace's collective model attributed them)")
 
 
 def add_topology_arguments(parser) -> None:
@@ -40,7 +43,7 @@ def add_topology_arguments(parser) -> None:
 
 def load_graph(args) -> CommGraph:
     return read_graph(args.input, args.format, weights=args.weights,
-                      include_internal=args.ompi_internal)
+                      include_internal=args.ompi_internal, traffic=args.traffic)
 
 
 def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.ndarray | None]:

@@ -116,8 +116,12 @@ def _is_trace(path: str) -> bool:
 
 
 def read_graph(path: str, fmt: str = "auto", weights: str = "values",
-               include_internal: bool = False) -> CommGraph:
-    """Read a communication graph; ``fmt='auto'`` detects the format."""
+               include_internal: bool = False, traffic: str = "all") -> CommGraph:
+    """Read a communication graph; ``fmt='auto'`` detects the format.
+
+    ``traffic`` picks what a rankmap trace contributes: ``p2p``
+    (point-to-point and one-sided), ``collective`` (as the recorded
+    collective model attributed it to pairs) or ``all``."""
     path = os.fspath(path)
     if not os.path.exists(path) and fmt != "ompi":
         raise FileNotFoundError(f"{path}: no such file")
@@ -138,7 +142,7 @@ def read_graph(path: str, fmt: str = "auto", weights: str = "values",
     elif fmt == "trace":
         from ..trace import read_trace
 
-        g = read_trace(path).graph()
+        g = read_trace(path).graph(kind=traffic)
     else:
         raise ValueError(f"unknown graph format {fmt!r}; choose from auto, {', '.join(GRAPH_FORMATS)}")
     g.name = g.name or os.path.basename(path.rstrip("/"))
