@@ -45,3 +45,25 @@ def test_bad_traffic_is_named(traffic, message):
     size = 5 if isinstance(traffic, rankmap.CommGraph) else 4
     with pytest.raises(ValueError, match=message or "has 4 tasks but the communicator has 5"):
         own_row(traffic, 1, size)
+
+
+def test_discovered_slots_follow_the_launch_order():
+    """Round-robin launch over two hosts: rank r runs on host r % 2.  The
+    slot topology numbers slots in tree order, so the placement must say
+    where each rank really is (not rank r on PE r)."""
+    from rankmap.reorder.placement import _compose
+    from rankmap.topology import Topology, TreeNode, cluster
+
+    def socket():
+        return TreeNode("package", 10, [TreeNode("core"), TreeNode("core")])
+
+    node = Topology(TreeNode("machine", 20, [socket(), socket()]))  # 2 x 2 cores per host
+    gathered = [("hostA" if r % 2 == 0 else "hostB", r // 2, node if r < 2 else None)
+                for r in range(6)]
+    slots, labels, pe_of_rank, warning = _compose(gathered, cluster, None)
+    assert warning is None and slots.n_pes == 6
+    hosts = [slots.pe_host[p] for p in pe_of_rank]
+    assert hosts == ["hostA", "hostB"] * 3
+    assert labels.pe.tolist() == pe_of_rank.tolist()
+    # ranks 0 and 2 share a socket of hostA (cores 0 and 1): distance 10, not the network's
+    assert slots.distance(pe_of_rank[[0]], pe_of_rank[[2]])[0] == 10

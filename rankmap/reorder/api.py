@@ -196,16 +196,17 @@ def _resolve_traffic(comm, traffic):
 
 def _centralised(comm, row, place, settings):
     rows = comm.gather(row, root=0)
-    out = root_step(comm, "mapping", _map_on_root, rows, place.topology, settings)
+    out = root_step(comm, "mapping", _map_on_root, rows, place.topology, place.pe_of_rank, settings)
     task_of_pe, info = out if out is not None else (None, None)
     info = comm.bcast(info, root=0)
-    key = comm.scatter(None if task_of_pe is None else task_of_pe.tolist(), root=0)
+    # the process on slot p takes over the task mapped to p
+    key = comm.scatter(None if task_of_pe is None else task_of_pe[place.pe_of_rank].tolist(), root=0)
     return key, info
 
 
-def _map_on_root(rows, topology, settings):
+def _map_on_root(rows, topology, pe_of_rank, settings):
     """Root: gather the sparse rows into a graph, map, refine, never worse
-    than the current order; returns (task on each slot, info)."""
+    than the current placement; returns (task on each slot, info)."""
     from ..algorithms import map_tasks
 
     size = len(rows)
@@ -213,7 +214,7 @@ def _map_on_root(rows, topology, settings):
     graph = CommGraph.from_edges(np.repeat(np.arange(size), lengths),
                                  np.concatenate([d for d, _ in rows]),
                                  np.concatenate([b for _, b in rows]), n=size)
-    current = np.arange(size)
+    current = np.asarray(pe_of_rank, dtype=np.int64)
     j_before = mapping_cost(graph, topology, current)
     mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"],
                         **settings["options"])
@@ -221,7 +222,7 @@ def _map_on_root(rows, topology, settings):
                                     settings["seed"])
     name = settings["method"] + (f"+{refined_by}" if refined_by else "")
     j_after = mapping_cost(graph, topology, pe)
-    if j_after > j_before:
+    if j_after >= j_before:  # no gain: moving processes would only cost
         pe, j_after, name = current, j_before, f"current order (kept: {name} found no better)"
     validate_mapping(pe, graph, topology)
     task_of_pe = np.empty(size, dtype=np.int64)
@@ -262,8 +263,9 @@ def _distributed(comm, row, place, settings):
     rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"])
     res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
                min_improvement=settings["min_improvement"])
-    # task `rank` now runs on the slot of rank res.labels.pe[0]: tell that rank
-    got = ex.exchange(res.labels.pe[:1], np.array([[rank]], dtype=np.float64))
+    # task `rank` now runs on slot res.labels.pe[0]: tell the rank on that slot
+    owner = place.rank_of_pe[res.labels.pe[:1]]
+    got = ex.exchange(owner, np.array([[rank]], dtype=np.float64))
 
     def one_key():
         if got.shape[0] != 1:

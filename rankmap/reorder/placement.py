@@ -26,13 +26,23 @@ from .agree import root_step, same_everywhere, step
 
 @dataclass
 class Placement:
-    """``topology`` of the slots (rank r on PE r): on the root always, on
-    every rank when the caller gave it.  ``label``: this rank's slot label."""
+    """``topology`` of the slots: on the root always, on every rank when the
+    caller gave it.  ``pe_of_rank[r]``: the slot rank r runs on (identity for
+    a given topology; discovered slots are numbered in tree order, so a
+    round-robin launch is not the identity).  ``label``: this rank's slot
+    label."""
 
     topology: Topology | None
     label: Labels
     source: str
+    pe_of_rank: np.ndarray
     warning: str | None = None
+
+    @property
+    def rank_of_pe(self) -> np.ndarray:
+        inv = np.empty_like(self.pe_of_rank)
+        inv[self.pe_of_rank] = np.arange(self.pe_of_rank.size)
+        return inv
 
 
 def locate(comm, topology=None, network=None) -> Placement:
@@ -56,7 +66,8 @@ def _given(comm, topology) -> Placement:
 
     fingerprint = step(comm, "checking the topology", check)
     same_everywhere(comm, "the topology", fingerprint)
-    return Placement(topology, step(comm, "labelling slots", Labels.of, topology, [rank]), "given")
+    return Placement(topology, step(comm, "labelling slots", Labels.of, topology, [rank]), "given",
+                     np.arange(size))
 
 
 def _discovery_modules():
@@ -94,11 +105,13 @@ def _discovered(comm, network) -> Placement:
     host, pe = step(comm, "reading the binding", where)
     gathered = comm.gather((host, pe, node_topo if leader else None), root=0)
     built = root_step(comm, "composing the cluster", _compose, gathered, cluster, network)
-    topo, labels, warning = built if built is not None else (None, None, None)
-    warning = comm.bcast(warning, root=0)
+    topo, labels, pe_of_rank, warning = built if built is not None else (None, None, None, None)
+    # every rank learns where every rank is: O(P) integers, needed to address
+    # the slot owners in the distributed path
+    warning, pe_of_rank = comm.bcast((warning, pe_of_rank), root=0)
     label = comm.scatter(None if labels is None else [labels.take([r]) for r in range(comm.Get_size())],
                          root=0)
-    return Placement(topo, label, "discovered", warning)
+    return Placement(topo, label, "discovered", pe_of_rank, warning)
 
 
 def _compose(gathered, cluster, network):
@@ -128,7 +141,8 @@ def _compose(gathered, cluster, network):
     arities, distances = network if network is not None else _default_network(nodes)
     machine = cluster.compose_cluster(nodes, arities, distances)
     slots = cluster.restrict_to_slots(machine, slot_pe)
-    return slots, Labels.of(slots, np.arange(len(gathered))), warning
+    pe_of_rank = cluster.slot_of_process(slot_pe)
+    return slots, Labels.of(slots, pe_of_rank), pe_of_rank, warning
 
 
 def _default_network(nodes):
