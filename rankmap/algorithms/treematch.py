@@ -26,8 +26,8 @@ Options (``map_tasks(..., option=value)`` or ``rankmap map --option k=v``):
 * ``grouping``: ``auto`` (exhaustive candidate lists while C(p, a) <=
   ``max_candidates``, else ``fast``), ``exhaustive``, ``fast``, ``kahip``.
 * ``split_arity``: ``auto`` (split an arity into its prime factors, as
-  ``tm_optimize_topology`` does, when its candidate list would be too long),
-  ``always``, ``never``.
+  ``tm_optimize_topology`` does, when its candidate list would be too long
+  and the factor levels' lists are short enough), ``always``, ``never``.
 * ``max_candidates``: the exhaustive/fast switch (TreeMatch's 30,000).
 """
 
@@ -135,11 +135,7 @@ def bottom_up(sym: sp.csr_array, arities: list[int], *, grouping: str = "auto",
     levels: list[tuple[np.ndarray, int]] = []  # (members, real processes below)
     cur = sym
     for a in arities:
-        parts = [a]
-        p = cur.shape[0]
-        if split_arity == "always" or (split_arity == "auto" and grouping in ("auto", "exhaustive")
-                                       and n_candidates(math.ceil(p / a) * a, a) > max_candidates):
-            parts = _prime_factors(a)
+        parts = _level_parts(cur.shape[0], a, grouping, split_arity, max_candidates)
         for f in parts:
             p = cur.shape[0]
             cur = extend(cur, math.ceil(p / f) * f)
@@ -156,6 +152,26 @@ def bottom_up(sym: sp.csr_array, arities: list[int], *, grouping: str = "auto",
         nxt[nxt >= real] = -1
         seq = nxt.ravel()
     return seq
+
+
+def _level_parts(p: int, a: int, grouping: str, split_arity: str, max_candidates: int) -> list[int]:
+    """Arity ``a`` as one level or as its prime factors (innermost first).
+    ``auto`` splits only when the whole arity is too large for exhaustive
+    candidate lists and every factor level then is small enough: on large
+    levels the fast grouping sees more structure with the whole arity."""
+    factors = _prime_factors(a)
+    if split_arity == "always":
+        return factors
+    if split_arity == "never" or grouping not in ("auto", "exhaustive") or len(factors) == 1:
+        return [a]
+    if n_candidates(math.ceil(p / a) * a, a) <= max_candidates:
+        return [a]
+    for f in factors:
+        p = math.ceil(p / f) * f
+        if n_candidates(p, f) > max_candidates:
+            return [a]
+        p //= f
+    return factors
 
 
 def _prime_factors(a: int) -> list[int]:

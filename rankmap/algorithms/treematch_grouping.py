@@ -15,9 +15,10 @@ grouping is good when the sum of its values is small.
   three heuristics, keeping the best: smallest values first, largest values
   last (bounded exact-cover search minimising the largest rank used) and
   largest weighted degree first.
-* Beyond, ``fast_grouping``: rounds of greedy heavy-edge merging of clusters
-  up to size ``a`` on the aggregated traffic, then packing of the partial
-  clusters into groups of exactly ``a`` (most-connected cluster first).
+* Beyond, ``fast_grouping``: greedy agglomeration (merge the two clusters
+  with the most traffic between them while their sizes fit ``a``), then
+  packing of the partial clusters into groups of exactly ``a``
+  (most-connected cluster first).
 * ``kahip_grouping``: a perfectly balanced KaHIP partition into p / a blocks
   (partition-based grouping for large arities).
 
@@ -175,43 +176,58 @@ def exhaustive_grouping(sym: sp.csr_array, a: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------- fast grouping
-def _upper_edges(sym: sp.csr_array):
-    c = sp.triu(sym, k=1, format="coo")
-    order = np.lexsort((c.col, c.row, -c.data))  # heaviest first, ties by ids
-    return c.row[order], c.col[order], c.data[order]
-
-
 def fast_grouping(sym: sp.csr_array, a: int) -> np.ndarray:
-    """Groups of exactly ``a`` by heavy-edge merging, then packing."""
+    """Groups of exactly ``a``: greedy agglomeration (always merge the two
+    clusters with the most traffic between them whose sizes still fit; a
+    full cluster leaves), then packing of the partial clusters."""
     p = sym.shape[0]
-    cluster = np.arange(p, dtype=np.int64)
-    size = np.ones(p, dtype=np.int64)
-    cur = sym
-    while True:  # one round: greedy matching of clusters whose sizes fit
-        rows, cols, _ = _upper_edges(cur)
-        if rows.size == 0:
+    up = sp.triu(sym, k=1, format="coo")
+    adj: list[dict[int, float]] = [dict() for _ in range(p)]
+    for u, v, w in zip(up.row.tolist(), up.col.tolist(), up.data.tolist()):
+        adj[u][v] = w
+        adj[v][u] = w
+    heap = [(-w, u, v) for u, v, w in zip(up.row.tolist(), up.col.tolist(), up.data.tolist())]
+    heapq.heapify(heap)
+    size = [1] * p
+    root = list(range(p))  # cluster id of a process: follow until fixed point
+    while heap:
+        negw, u, v = heapq.heappop(heap)
+        if root[u] != u or root[v] != v or adj[u].get(v) != -negw or size[u] + size[v] > a:
+            continue
+        if len(adj[u]) < len(adj[v]):
+            u, v = v, u
+        root[v] = u
+        size[u] += size[v]
+        del adj[u][v]
+        for x, wx in adj[v].items():
+            if x == u:
+                continue
+            del adj[x][v]
+            w_new = adj[u].get(x, 0.0) + wx
+            adj[u][x] = adj[x][u] = w_new
+        adj[v] = {}
+        if size[u] == a:  # full: no more merges with u
+            for x in list(adj[u]):
+                del adj[x][u]
+            adj[u] = {}
+            continue
+        for x, w_new in adj[u].items():
+            if size[u] + size[x] <= a:
+                heapq.heappush(heap, (-w_new, min(u, x), max(u, x)))
+    cluster = np.asarray(root, dtype=np.int64)
+    while True:  # path compression to the cluster roots
+        nxt = cluster[cluster]
+        if np.array_equal(nxt, cluster):
             break
-        merged = np.zeros(cur.shape[0], dtype=bool)
-        target = np.arange(cur.shape[0], dtype=np.int64)
-        for u, v in zip(rows.tolist(), cols.tolist()):
-            if not merged[u] and not merged[v] and size[u] + size[v] <= a:
-                merged[u] = merged[v] = True
-                target[v] = u
-        if not merged.any():
-            break
-        keep = np.flatnonzero(target == np.arange(cur.shape[0]))
-        renum = np.full(cur.shape[0], -1, dtype=np.int64)
-        renum[keep] = np.arange(keep.size)
-        new_id = renum[target]
-        size = np.bincount(new_id, weights=size, minlength=keep.size).astype(np.int64)
-        cluster = new_id[cluster]
-        c = cur.tocoo()
-        r, q = new_id[c.row], new_id[c.col]
-        k = r != q
-        cur = sp.csr_array((c.data[k], (r[k], q[k])), shape=(keep.size, keep.size))
-        cur.sum_duplicates()
-        cur.sort_indices()
-    return _pack(cur, cluster, size, a)
+        cluster = nxt
+    ids, cluster = np.unique(cluster, return_inverse=True)
+    sizes = np.bincount(cluster).astype(np.int64)
+    c = sym.tocoo()
+    r, q = cluster[c.row], cluster[c.col]
+    keep = r != q
+    quot = sp.csr_array((c.data[keep], (r[keep], q[keep])), shape=(ids.size, ids.size))
+    quot.sum_duplicates()
+    return _pack(quot, cluster, sizes, a)
 
 
 def _pack(quot: sp.csr_array, cluster: np.ndarray, size: np.ndarray, a: int) -> np.ndarray:
@@ -319,6 +335,9 @@ def group_processes(sym: sp.csr_array, a: int, method: str = "auto", seed: int =
     if method == "auto":
         method = "exhaustive" if n_candidates(p, a) <= max_candidates else "fast"
     if method == "exhaustive":
+        if n_candidates(p, a) > 100 * max_candidates:
+            raise ValueError(f"exhaustive grouping of {p} processes by {a} would list "
+                             f"{n_candidates(p, a):.3g} groups; use grouping=fast")
         return exhaustive_grouping(sym, a)
     if method == "fast":
         return fast_grouping(sym, a)
