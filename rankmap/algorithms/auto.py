@@ -1,5 +1,6 @@
 """``auto``: run the strongest available methods and keep the lowest J.
 
+The current order (identity) is a candidate, so auto never makes J worse.
 Each candidate runs with the same seed; the result is deterministic for a
 seed.  Stronger methods (multisection, TreeMatch, refinement) join the
 candidate list as they are registered.
@@ -12,7 +13,7 @@ import numpy as np
 from ..cost import mapping_cost
 from . import METHODS, register
 
-AUTO_CANDIDATES = ["greedy_allc", "greedy"]
+AUTO_CANDIDATES = ["greedy_allc", "greedy", "identity"]
 
 
 @register("auto", "best J of the strongest available methods (default)")
