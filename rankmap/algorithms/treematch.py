@@ -29,6 +29,8 @@ Options (``map_tasks(..., option=value)`` or ``rankmap map --option k=v``):
   ``tm_optimize_topology`` does, when its candidate list would be too long
   and the factor levels' lists are short enough), ``always``, ``never``.
 * ``max_candidates``: the exhaustive/fast switch (TreeMatch's 30,000).
+* ``refine``: swap refinement of each level's groups (default true; false
+  is the paper's algorithm as published).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from ..graph import CommGraph
 from ..topology import Topology
 from . import register
 from .baselines import pe_capacity
-from .treematch_grouping import MAX_CANDIDATES, aggregate, extend, group_processes, n_candidates
+from .treematch_grouping import (MAX_CANDIDATES, aggregate, extend, group_processes, n_candidates,
+                                 refine_partition)
 
 _LEAF = 0
 
@@ -74,7 +77,7 @@ def _choice(value, name: str, allowed: tuple[str, ...]) -> str:
     text = str(value).lower()
     aliases = {"true": "always", "1": "always", "yes": "always",
                "false": "never", "0": "never", "no": "never"}
-    text = aliases.get(text, text) if name == "split_arity" else text
+    text = aliases.get(text, text) if name in ("split_arity", "refine") else text
     if text not in allowed:
         raise ValueError(f"option {name}={value!r}: choose one of {', '.join(allowed)}")
     return text
@@ -128,7 +131,7 @@ class _SymmetryIndex:
 
 def bottom_up(sym: sp.csr_array, arities: list[int], *, grouping: str = "auto",
               split_arity: str = "auto", max_candidates: int = MAX_CANDIDATES,
-              seed: int = 0) -> np.ndarray:
+              refine: bool = True, seed: int = 0) -> np.ndarray:
     """TreeMatch on a symmetric tree with level ``arities`` (innermost
     first): returns, for each slot (leaf position, left to right), the local
     process in it or -1.  Needs sym.shape[0] <= prod(arities)."""
@@ -139,7 +142,7 @@ def bottom_up(sym: sp.csr_array, arities: list[int], *, grouping: str = "auto",
         for f in parts:
             p = cur.shape[0]
             cur = extend(cur, math.ceil(p / f) * f)
-            members = group_processes(cur, f, grouping, seed, max_candidates)
+            members = group_processes(cur, f, grouping, seed, max_candidates, refine)
             levels.append((members, p))
             cur = aggregate(cur, members)
     if cur.shape[0] != 1:
@@ -186,11 +189,22 @@ def _prime_factors(a: int) -> list[int]:
     return out
 
 
-def split_by_capacity(sym: sp.csr_array, caps: np.ndarray) -> np.ndarray:
+def split_by_capacity(sym: sp.csr_array, caps: np.ndarray, refine: bool = True) -> np.ndarray:
     """Part of each process for parts of at most ``caps[j]`` processes:
     parts grow largest first, each time taking the process with the most
     traffic into the part (the heaviest remaining process seeds a part and
-    restarts it when its frontier is empty)."""
+    restarts it when its frontier is empty); then swap refinement, with
+    empty virtual processes filling the free capacity."""
+    part = _grow_parts(sym, caps)
+    if not refine:
+        return part
+    n, total = sym.shape[0], int(caps.sum())
+    free = np.repeat(np.arange(caps.size), caps - np.bincount(part, minlength=caps.size))
+    padded = refine_partition(extend(sym, total), np.concatenate([part, free]), caps.size)
+    return padded[:n]
+
+
+def _grow_parts(sym: sp.csr_array, caps: np.ndarray) -> np.ndarray:
     n = sym.shape[0]
     part = np.full(n, -1, dtype=np.int64)
     volume = np.asarray(sym.sum(axis=1)).ravel()
@@ -226,12 +240,14 @@ def split_by_capacity(sym: sp.csr_array, caps: np.ndarray) -> np.ndarray:
 
 def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=None,
                   allowed_pes=None, oversubscribe=None, grouping: str = "auto",
-                  split_arity: str = "auto", max_candidates=MAX_CANDIDATES) -> np.ndarray:
+                  split_arity: str = "auto", max_candidates=MAX_CANDIDATES,
+                  refine=True) -> np.ndarray:
     """pe_of_task for ``graph`` on ``topology`` (see module docstring)."""
     k = topology.n_pes
     grouping = _choice(grouping, "grouping", ("auto", "exhaustive", "fast", "kahip"))
     split_arity = _choice(split_arity, "split_arity", ("auto", "always", "never"))
     max_candidates = int(max_candidates)
+    refine = _choice(refine, "refine", ("always", "never")) == "always"
     allowed = np.arange(k) if allowed_pes is None else parse_pe_list(allowed_pes, k)
     cap = int(pe_capacity(graph, topology, eps)[0]) if eps is not None or graph.n > k else 1
     if oversubscribe is not None:
@@ -244,7 +260,8 @@ def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=No
                          f"{cap} per PE{hint}")
     index = _SymmetryIndex(topology, allowed)
     pe_of_task = np.full(graph.n, -1, dtype=np.int64)
-    opts = dict(grouping=grouping, split_arity=split_arity, max_candidates=max_candidates, seed=seed)
+    opts = dict(grouping=grouping, split_arity=split_arity, max_candidates=max_candidates,
+                refine=refine, seed=seed)
     stack = [(topology.root, np.arange(graph.n, dtype=np.int64), graph.symmetric)]
     while stack:
         node, tasks, sym = stack.pop()
@@ -262,7 +279,7 @@ def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=No
         if kids.size == 1:
             stack.append((int(kids[0]), tasks, sym))
             continue
-        part = split_by_capacity(sym, index.count[kids] * cap)
+        part = split_by_capacity(sym, index.count[kids] * cap, refine)
         for j, child in enumerate(kids.tolist()):
             sel = np.flatnonzero(part == j)
             stack.append((child, tasks[sel], sym[sel][:, sel].tocsr()))
