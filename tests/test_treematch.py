@@ -247,3 +247,13 @@ def test_split_by_capacity_respects_capacities():
     # parts grow along traffic: the 20 tasks hold 5 whole planted quads
     quad = np.argsort(perm) // 4
     assert len(set(quad[part == 2].tolist())) == 5
+
+
+def test_string_options_as_the_cli_passes_them(fig1):
+    g, t = fig1
+    # refine off is the paper's algorithm as published: same mapping here
+    pe = map_tasks(g, t, method="treematch", refine="false", max_candidates="100",
+                   split_arity="never", allowed_pes="0-11").pe_of_task
+    assert pe.tolist() == [0, 1, 2, 3, 6, 7, 8, 9]
+    with pytest.raises(ValueError, match="refine"):
+        treematch_map(g, t, refine="maybe")
