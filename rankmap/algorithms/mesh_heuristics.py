@@ -40,6 +40,7 @@ from ..topology.mesh import MeshTopology
 from . import register
 from .baselines import pe_capacity
 from .mesh_nearest import FreeNodeTree, SpiralSearch
+from .slots import SlotTable
 
 SEARCHES = {"tree": FreeNodeTree, "spiral": SpiralSearch}
 
@@ -285,22 +286,10 @@ def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, round
     topology) and takes the swap of largest J decrease.  Up to ``rounds``
     passes, stopping when a pass finds nothing.  Works on the distance oracle
     only; a PE has ``pe_capacity`` slots (equal vertex weights)."""
-    pe = np.array(pe_of_task, dtype=np.int64)
-    n = graph.n
-    if n < 2:
-        return pe
-    cap = int(pe_capacity(graph, topology, eps)[0])
-    slot_pe = np.repeat(np.arange(topology.n_pes), cap)
-    task_of_slot = np.full(slot_pe.size, -1, dtype=np.int64)
-    fill = np.zeros(topology.n_pes, dtype=np.int64)
-    slot = np.empty(n, dtype=np.int64)
-    for t in range(n):  # tasks take their PE's slots in order
-        p = pe[t]
-        if fill[p] >= cap:
-            raise ValueError(f"PE {p} holds more than {cap} tasks")
-        slot[t] = p * cap + fill[p]
-        task_of_slot[slot[t]] = t
-        fill[p] += 1
+    if graph.n < 2:
+        return np.array(pe_of_task, dtype=np.int64)
+    table = SlotTable(graph, topology, pe_of_task, eps)
+    pe, slot, task_of_slot, slot_pe = table.pe, table.slot, table.task_of_slot, table.slot_pe  # views, updated by swap
     sym = graph.symmetric
     indptr, indices, data = sym.indptr, sym.indices, sym.data
     dist = topology.distance
@@ -313,7 +302,7 @@ def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, round
             if lo == hi:
                 continue
             nbr, w = indices[lo:hi], data[lo:hi]
-            cand = _candidate_slots(u, nbr, w, pe, slot, mesh, cap, sym, max_candidates)
+            cand = _candidate_slots(nbr, w, table, mesh, sym, max_candidates)
             cand = cand[cand != slot[u]]
             if cand.size == 0:
                 continue
@@ -338,19 +327,17 @@ def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, round
                 gain[has] += 2 * s_uv * dist(pu, pv[has])
             best = int(np.argmin(gain))
             if gain[best] < -1e-9 * max(1.0, old_u):
-                s_new, s_old = int(cand[best]), int(slot[u])
-                other = int(task_of_slot[s_new])
-                task_of_slot[s_old], task_of_slot[s_new] = other, u
-                slot[u], pe[u] = s_new, slot_pe[s_new]
-                if other >= 0:
-                    slot[other], pe[other] = s_old, slot_pe[s_old]
+                table.swap(u, int(cand[best]))
                 improved = True
         if not improved:
             break
     return pe
 
 
-def _candidate_slots(u, nbr, w, pe, slot, mesh, cap, sym, limit) -> np.ndarray:
+def _candidate_slots(nbr, w, table: SlotTable, mesh, sym, limit) -> np.ndarray:
+    """Slots worth trying for a task with neighbours ``nbr`` (bytes ``w``):
+    around their weighted centre on a mesh, else those of 2-hop neighbours."""
+    pe = table.pe
     if mesh is not None:
         ctr = _weighted_centre(mesh, mesh.node_of_pe(pe[nbr]), w)
         offs = np.vstack([np.zeros(mesh.ndim, dtype=np.int64),
@@ -358,12 +345,11 @@ def _candidate_slots(u, nbr, w, pe, slot, mesh, cap, sym, limit) -> np.ndarray:
         pts = ctr + offs
         ok = np.all(mesh._wrap | ((pts >= 0) & (pts < mesh._dims_arr)), axis=1)
         nodes = np.unique(mesh.node_at(pts[ok]))
-        per_node = mesh.cores * cap
-        slots = (nodes[:, None] * per_node + np.arange(per_node)[None, :]).ravel()
-        return slots[:limit] if slots.size > limit else slots
+        pes = (nodes[:, None] * mesh.cores + np.arange(mesh.cores)[None, :]).ravel()
+        return table.slots_of_pes(pes)[:limit]
     two_hop = np.unique(np.concatenate([nbr] + [sym.indices[sym.indptr[x]:sym.indptr[x + 1]]
                                                 for x in nbr[np.argsort(-w)[:8]].tolist()]))
-    return np.unique(slot[two_hop])[:limit]
+    return np.unique(table.slot[two_hop])[:limit]
 
 
 def _weighted_centre(mesh: MeshTopology, nodes, w) -> np.ndarray:
