@@ -17,8 +17,8 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
   coordinates' bounding box go to the grid's corners (the paper's 2-D choice
   of the min/max X and Y tasks, generalised), then BFT / MHT from there.
 - ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``).
-- ``mesh_auto``: every heuristic above, the lowest J refined by pairwise
-  exchange: rankmap's own method on meshes.
+- ``mesh_auto``: identity and every heuristic above, the three of lowest J
+  each refined by pairwise exchange: rankmap's own method on meshes.
 
 Coordinates (``coords=`` array, ``coords_file=`` path) are optional: without
 them a force-directed layout of the graph stands in (``rankmap.layout``).
@@ -37,7 +37,7 @@ from ..cost import mapping_cost
 from ..graph import CommGraph
 from ..layout import check_coordinates, infer_coordinates, load_coordinates
 from ..topology.mesh import MeshTopology
-from . import register
+from . import METHODS, register
 from .baselines import pe_capacity
 from .mesh_nearest import FreeNodeTree, SpiralSearch
 from .slots import SlotTable
@@ -253,37 +253,46 @@ def coce_mht(graph, topology, *, seed=0, eps=None, search="tree", coords=None, c
 
 
 @register("pairs", "mesh/torus: MHT then pairwise exchanges lowering hop-bytes")
-def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=4, **_):
+def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=8, **_):
     pe = mht(graph, topology, seed=seed, eps=eps, search=search)
     return pairwise_exchange(graph, topology, pe, eps=eps, rounds=rounds)
 
 
-MESH_AUTO_CANDIDATES = ["mht", "coce_mht", "bft", "coce", "affn"]
+# identity is a candidate: a program's own rank order is often a good
+# mapping already (Bhatele & Kale sec. VIII), and auto must not lose to it
+MESH_AUTO_CANDIDATES = ["identity", "mht", "coce_mht", "bft", "coce", "affn"]
 
 
-@register("mesh_auto", "mesh/torus: best J of all mesh heuristics, then pairwise exchange")
-def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=4, **options):
+@register("mesh_auto", "mesh/torus: the best mesh heuristics (and identity), each refined by pairwise exchange")
+def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **options):
+    """Run every candidate, refine the ``refine_best`` lowest-J ones by
+    pairwise exchange (local optima differ by start), keep the lowest J."""
     _require_mesh(topology)
     if options.get("coords") is None and options.get("coords_file") is None and graph.n:
         # lay the graph out once for the three geometric heuristics
         options["coords"] = infer_coordinates(graph, topology.ndim, seed=seed,
                                               method=options.get("layout", "auto"))
-    best, best_j = None, np.inf
+    starts = []
     for name in MESH_AUTO_CANDIDATES:
-        pe = globals()[name](graph, topology, seed=seed, eps=eps, **options)
+        pe = METHODS[name].fn(graph, topology, seed=seed, eps=eps, **options)
+        starts.append((mapping_cost(graph, topology, pe), len(starts), pe))
+    best, best_j = None, np.inf
+    for _, _, pe in sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]:
+        pe = pairwise_exchange(graph, topology, pe, eps=eps, rounds=rounds)
         j = mapping_cost(graph, topology, pe)
         if j < best_j:
             best, best_j = pe, j
-    return pairwise_exchange(graph, topology, best, eps=eps, rounds=rounds)
+    return best
 
 
-def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, rounds: int = 4,
-                      max_candidates: int = 64) -> np.ndarray:
+def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, rounds: int = 8,
+                      max_candidates: int = 128) -> np.ndarray:
     """Lower J by swapping tasks (and moving tasks to free slots), Bokhari's
-    pairwise exchange in a local neighbourhood: each task, heaviest first,
-    tries the slots on and around the node at the byte-weighted centroid of
-    its neighbours (mesh) or the slots of its 2-hop graph neighbours (any
-    topology) and takes the swap of largest J decrease.  Up to ``rounds``
+    pairwise exchange: each task, heaviest first, tries every slot when there
+    are at most ``max_candidates``, else a neighbourhood: the slots on and
+    around the node at the byte-weighted median of its neighbours and on
+    its heaviest neighbours' nodes (mesh), or the slots of its 2-hop graph
+    neighbours (any topology); it takes the swap of largest J decrease.  Up to ``rounds``
     passes, stopping when a pass finds nothing.  Works on the distance oracle
     only; a PE has ``pe_capacity`` slots (equal vertex weights)."""
     if graph.n < 2:
@@ -336,15 +345,20 @@ def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, round
 
 def _candidate_slots(nbr, w, table: SlotTable, mesh, sym, limit) -> np.ndarray:
     """Slots worth trying for a task with neighbours ``nbr`` (bytes ``w``):
-    around their weighted centre on a mesh, else those of 2-hop neighbours."""
+    all when there are at most ``limit``; else around their weighted centre
+    and on the heaviest neighbours' nodes on a mesh, or those of 2-hop
+    neighbours."""
     pe = table.pe
+    if table.slot_pe.size <= limit:
+        return np.arange(table.slot_pe.size)
     if mesh is not None:
         ctr = _weighted_centre(mesh, mesh.node_of_pe(pe[nbr]), w)
         offs = np.vstack([np.zeros(mesh.ndim, dtype=np.int64),
                           np.eye(mesh.ndim, dtype=np.int64), -np.eye(mesh.ndim, dtype=np.int64)])
         pts = ctr + offs
         ok = np.all(mesh._wrap | ((pts >= 0) & (pts < mesh._dims_arr)), axis=1)
-        nodes = np.unique(mesh.node_at(pts[ok]))
+        heavy = mesh.node_of_pe(pe[nbr[np.argsort(-w, kind="stable")[:4]]])
+        nodes = np.unique(np.concatenate([mesh.node_at(pts[ok]), heavy]))
         pes = (nodes[:, None] * mesh.cores + np.arange(mesh.cores)[None, :]).ravel()
         return table.slots_of_pes(pes)[:limit]
     two_hop = np.unique(np.concatenate([nbr] + [sym.indices[sym.indptr[x]:sym.indptr[x + 1]]
