@@ -13,6 +13,19 @@ from .topology import Topology, hierarchy_topology, topology_from_strings
 
 __version__ = "0.1.0"
 
+_LAZY = {"reorder_comm", "reorder_cart", "reorder_dist_graph"}
+
+
+def __getattr__(name):
+    """``rankmap.reorder_comm`` and friends import mpi4py only when used."""
+    if name in _LAZY:
+        from . import reorder
+
+        return getattr(reorder, name)
+    raise AttributeError(f"module 'rankmap' has no attribute {name!r}")
+
+
 __all__ = ["CommGraph", "Topology", "Mapping", "MappingError", "map_tasks", "method_names",
            "evaluate", "mapping_cost", "validate_mapping", "hierarchy_topology",
-           "topology_from_strings", "__version__"]
+           "topology_from_strings", "reorder_comm", "reorder_cart", "reorder_dist_graph",
+           "__version__"]

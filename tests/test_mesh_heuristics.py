@@ -4,7 +4,7 @@ pairwise exchange and task coordinates."""
 import numpy as np
 import pytest
 
-from rankmap.algorithms import map_tasks
+from rankmap.algorithms import map_tasks, method_names
 from rankmap.algorithms.mesh_heuristics import pairwise_exchange
 from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch
 from rankmap.cost import evaluate, mapping_cost
@@ -96,8 +96,14 @@ def test_spiral_search_option_gives_the_same_mapping():
 
 def test_mesh_methods_refuse_tree_topologies_and_bad_coordinates(tmp_path):
     g, coords = grid_graph(2, 2)
-    with pytest.raises(ValueError, match="mesh or torus"):
+    with pytest.raises(ValueError, match="does not map onto a tree topology"):
         map_tasks(g, topology_from_strings("4", "1"), method="mht")
+    with pytest.raises(ValueError, match="does not map onto a mesh topology"):
+        map_tasks(g, MeshTopology((2, 2)), method="greedy")
+    assert "mht" in method_names(MeshTopology((2, 2))) and "greedy" not in method_names(MeshTopology((2, 2)))
+    # auto on a mesh is mesh_auto
+    assert np.array_equal(map_tasks(g, MeshTopology((2, 2)), method="auto").pe_of_task,
+                          map_tasks(g, MeshTopology((2, 2)), method="mesh_auto").pe_of_task)
     with pytest.raises(ValueError, match="2 dimensions but the machine has 3"):
         map_tasks(g, MeshTopology((2, 2, 1)), method="affn", coords=coords)
     f = tmp_path / "xy.txt"

@@ -130,3 +130,21 @@ def test_tree_evaluate_keeps_its_numbers_and_link_numbering():
 def test_tree_only_attribute_names_the_way_out():
     with pytest.raises(AttributeError, match="needs a tree topology"):
         MeshTopology((2, 2)).node_depth
+
+
+def test_cli_maps_onto_a_torus_with_both_objectives(data_dir, capsys):
+    import json
+
+    from rankmap.cli import main
+
+    trace = str(data_dir / "traffic/amg64.size.csv")  # 64 ranks of AMG (MapLib)
+    runs = {}
+    for objective in ("sum", "bottleneck"):
+        assert main(["map", trace, "--torus", "4x4x2", "--cores", "2", "--objective", objective,
+                     "--comm-factor", "1e-6", "--json"]) == 0
+        runs[objective] = json.loads(capsys.readouterr().out)
+    assert runs["sum"]["n_pes"] == 64 and runs["sum"]["J"] < runs["sum"]["J_identity"] * 1.0001
+    assert runs["bottleneck"]["bottleneck"] <= runs["sum"]["bottleneck"]
+    assert runs["sum"]["makespan"] == pytest.approx(1e-6 * runs["sum"]["bottleneck"])
+    assert main(["map", trace, "--mesh", "4x4", "--hierarchy", "4:4"]) == 2
+    assert "one machine" in capsys.readouterr().err

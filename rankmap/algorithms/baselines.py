@@ -43,13 +43,14 @@ def pe_capacity(graph: CommGraph, topology: Topology, eps: float | None) -> np.n
     return np.full(k, max(per, 1), dtype=np.int64)
 
 
-@register("identity", "task t on PE t (the launcher's block order); many-to-one: blocks in order")
+@register("identity", "task t on PE t (the launcher's block order); many-to-one: blocks in order",
+          machines=("tree", "mesh"))
 def identity(graph, topology, *, seed=0, eps=None, **_):
     cap = pe_capacity(graph, topology, eps)
     return np.repeat(np.arange(topology.n_pes), cap)[:graph.n]
 
 
-@register("random", "uniformly random placement (seeded)")
+@register("random", "uniformly random placement (seeded)", machines=("tree", "mesh"))
 def random_mapping(graph, topology, *, seed=0, eps=None, **_):
     cap = pe_capacity(graph, topology, eps)
     slots = np.repeat(np.arange(topology.n_pes), cap)
@@ -111,17 +112,16 @@ class _FreeTree:
             node = int(ch[np.argmax(self.free[ch])])
 
 
-def _greedy_order(graph: CommGraph):
-    sym = graph.symmetric
-    return _TaskOrder(sym, graph.volume())
+def _greedy_start(graph: CommGraph, topology: Topology, eps) -> tuple[_TaskOrder, _FreeTree]:
+    """Task order and free-capacity tree shared by both greedy methods."""
+    cap = pe_capacity(graph, topology, eps)
+    return _TaskOrder(graph.symmetric, graph.volume()), _FreeTree(topology, cap)
 
 
 @register("greedy", "Muller-Merbach greedy construction (Schulz & Traff sec. 2)")
 def muller_merbach(graph, topology, *, seed=0, eps=None, **_):
     t = topology
-    cap = pe_capacity(graph, t, eps)
-    order = _greedy_order(graph)
-    tree = _FreeTree(t, cap)
+    order, tree = _greedy_start(graph, t, eps)
     cnt = np.zeros(t.n_nodes)           # assigned tasks below each node
     best = np.zeros(t.n_nodes)          # min over free leaves below: distance to assigned PEs below
     dist = t.node_distance
@@ -151,9 +151,7 @@ def muller_merbach(graph, topology, *, seed=0, eps=None, **_):
 @register("greedy_allc", "GreedyAllC (Glantz et al.): PE choice weighted by traffic to placed neighbours")
 def greedy_allc(graph, topology, *, seed=0, eps=None, **_):
     t = topology
-    cap = pe_capacity(graph, t, eps)
-    order = _greedy_order(graph)
-    tree = _FreeTree(t, cap)
+    order, tree = _greedy_start(graph, t, eps)
     sym = graph.symmetric
     dist = t.node_distance
     pe_of_task = np.full(graph.n, -1, dtype=np.int64)

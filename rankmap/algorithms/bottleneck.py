@@ -150,7 +150,8 @@ def _best_move(topology, table, pairs, loads, top, top_load, sym, mesh, rng,
     return None
 
 
-@register("bottleneck", "lower the most loaded link: a start mapping (start=METHOD) then bottleneck swap refinement")
+@register("bottleneck", "lower the most loaded link: a start mapping (start=METHOD) then bottleneck swap refinement",
+          machines=("tree", "mesh"))
 def bottleneck(graph, topology, *, seed=0, eps=None, start=None, **options):
     start = start or ("mesh_auto" if isinstance(topology, MeshTopology) else "auto")
     if start not in METHODS or start == "bottleneck":

@@ -202,7 +202,7 @@ def _place_corners(coords: np.ndarray, placer: _Placer) -> list[int]:
     return seeds
 
 
-@register("bft", "mesh/torus: breadth-first traversal (Bhatele & Kale)")
+@register("bft", "mesh/torus: breadth-first traversal (Bhatele & Kale)", machines=("mesh",))
 def bft(graph, topology, *, seed=0, eps=None, search="tree", **_):
     mesh = _require_mesh(topology)
     placer = _Placer(graph, mesh, eps, search)
@@ -213,13 +213,14 @@ def bft(graph, topology, *, seed=0, eps=None, search="tree", **_):
     return _bft(graph, placer, [0], origin)
 
 
-@register("mht", "mesh/torus: max-heap traversal, most placed neighbours first (Bhatele & Kale)")
+@register("mht", "mesh/torus: max-heap traversal, most placed neighbours first (Bhatele & Kale)",
+          machines=("mesh",))
 def mht(graph, topology, *, seed=0, eps=None, search="tree", **_):
     mesh = _require_mesh(topology)
     return _mht(graph, _Placer(graph, mesh, eps, search), [])
 
 
-@register("affn", "mesh/torus: affine map of task coordinates (given or laid out)")
+@register("affn", "mesh/torus: affine map of task coordinates (given or laid out)", machines=("mesh",))
 def affn(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coords_file=None,
          layout="auto", **_):
     mesh = _require_mesh(topology)
@@ -230,7 +231,8 @@ def affn(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coord
     return placer.pe
 
 
-@register("coce", "mesh/torus: corners to centre, then breadth-first (Bhatele & Kale)")
+@register("coce", "mesh/torus: corners to centre, then breadth-first (Bhatele & Kale)",
+          machines=("mesh",))
 def coce(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coords_file=None,
          layout="auto", **_):
     mesh = _require_mesh(topology)
@@ -241,7 +243,8 @@ def coce(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coord
     return _bft(graph, placer, seeds, _centre(mesh))
 
 
-@register("coce_mht", "mesh/torus: corners to centre, then max-heap traversal (Bhatele & Kale)")
+@register("coce_mht", "mesh/torus: corners to centre, then max-heap traversal (Bhatele & Kale)",
+          machines=("mesh",))
 def coce_mht(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coords_file=None,
              layout="auto", **_):
     mesh = _require_mesh(topology)
@@ -252,7 +255,7 @@ def coce_mht(graph, topology, *, seed=0, eps=None, search="tree", coords=None, c
     return _mht(graph, placer, seeds)
 
 
-@register("pairs", "mesh/torus: MHT then pairwise exchanges lowering hop-bytes")
+@register("pairs", "mesh/torus: MHT then pairwise exchanges lowering hop-bytes", machines=("mesh",))
 def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=8, **_):
     pe = mht(graph, topology, seed=seed, eps=eps, search=search)
     return pairwise_exchange(graph, topology, pe, eps=eps, rounds=rounds)
@@ -263,7 +266,8 @@ def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=8, **_):
 MESH_AUTO_CANDIDATES = ["identity", "mht", "coce_mht", "bft", "coce", "affn"]
 
 
-@register("mesh_auto", "mesh/torus: the best mesh heuristics (and identity), each refined by pairwise exchange")
+@register("mesh_auto", "mesh/torus: the best mesh heuristics (and identity), each refined by pairwise exchange",
+          machines=("mesh",))
 def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **options):
     """Run every candidate, refine the ``refine_best`` lowest-J ones by
     pairwise exchange (local optima differ by start), keep the lowest J."""

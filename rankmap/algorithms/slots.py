@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..mapping import DEFAULT_EPS
 from .baselines import pe_capacity
 
 
@@ -19,6 +20,8 @@ class SlotTable:
     ``task_of_slot[s]`` (-1 when empty) and ``slot_pe[s]``."""
 
     def __init__(self, graph, topology, pe_of_task, eps=None):
+        if eps is None and graph.n > topology.n_pes:
+            eps = DEFAULT_EPS  # as map_tasks does
         self.cap = int(pe_capacity(graph, topology, eps)[0])
         self.pe = np.array(pe_of_task, dtype=np.int64)
         self.slot_pe = np.repeat(np.arange(topology.n_pes), self.cap)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -58,6 +59,9 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args._run(args) or 0)
+    except BrokenPipeError:  # output piped into head & co.: not an error
+        sys.stderr = open(os.devnull, "w")
+        return 0
     except (UserError, ValueError, OSError, KeyError) as exc:
         if args.debug:
             raise

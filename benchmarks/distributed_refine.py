@@ -1,0 +1,215 @@
+"""Distributed swap refinement against the centralised swap refinement.
+
+    python benchmarks/distributed_refine.py [--shared ../shared] [--sizes 16,32,64,128,256]
+                                            [--mpi 16,32,64] [--plot FILE.png]
+
+Part 1 (quality): from the same start (the launch order, and a random
+order), J of the distributed swap rounds (run serially: the decisions do not
+depend on the number of ranks, part 2 checks that) against
+``rankmap.algorithms.refine.swap_refine`` (the centralised Schulz-Traff
+refinement, when this build has it).  Instances: the real traffic matrices
+of MapLib (64 ranks, S = 4:16:1) and the standard instances: 3elt cut into n
+blocks by KaHIP (seed 0), mapped onto S = 4:16:n/64 (4:n/4 below 64),
+D = 1:10:100.
+Part 2 (scaling): the same rounds under ``mpiexec -n P`` with one task per
+rank (what ``reorder_comm`` does): J (must equal part 1), rounds, wall time,
+and per-rank memory (the rank's rows, labels and largest exchange buffer;
+the Python process' peak RSS beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rankmap import mapping_cost, topology_from_strings  # noqa: E402
+from rankmap.algorithms.label_swap import refine_rounds  # noqa: E402
+from rankmap.formats import read_graph, write_graph  # noqa: E402
+
+
+def machine(n: int):
+    return topology_from_strings(f"4:16:{n // 64}" if n >= 64 else f"4:{max(n // 4, 1)}",
+                                 "1:10:100" if n >= 64 else "1:10")
+
+
+def quotient_of(graph_path: Path, n: int):
+    """The Schulz-Traff model: a graph cut into n blocks by KaHIP, as the
+    n-task communication graph."""
+    import kahip
+
+    g = read_graph(str(graph_path))
+    s = g.symmetric
+    xadj = s.indptr.astype(np.int64).tolist()
+    adjncy = s.indices.astype(np.int64).tolist()
+    weights = np.maximum(np.rint(s.data / 2), 1).astype(np.int64).tolist()
+    _cut, part = kahip.kaffpa([1] * g.n, xadj, weights, adjncy, n, 0.03, True, 0, 0)
+    q = g.quotient(np.asarray(part), n)
+    q.name = f"3elt/q{n}"
+    return q
+
+
+def instances(shared: Path, sizes: list[int]):
+    traffic = shared / "data" / "traffic" / "maplib-mapping-matters"
+    for app in ("amg", "btmz", "cg", "lulesh"):
+        path = traffic / f"{app}CMatrices" / "comm_matrix.p2p.size.csv"
+        if path.exists():
+            yield f"maplib-{app}", read_graph(str(path))
+    graph = ROOT / "tests" / "data" / "graphs" / "3elt.graph"
+    for n in sizes:
+        yield f"3elt/q{n}", quotient_of(graph, n)
+
+
+def centralised():
+    try:
+        from rankmap.algorithms.refine import swap_refine
+    except ImportError:
+        return None
+    return swap_refine
+
+
+def quality(args) -> list[dict]:
+    swap_refine = centralised()
+    print(f"part 1: quality; load average {os.getloadavg()[0]:.2f}; centralised reference: "
+          f"{'rankmap.algorithms.refine.swap_refine' if swap_refine else 'NOT AVAILABLE in this build'}")
+    print(f"{'instance':14s}{'n':>5s} {'start':>8s}{'J start':>12s}{'J dist':>12s}{'J central':>12s}"
+          f"{'dist/cent':>10s}{'rounds':>7s}{'swaps':>7s}{'t dist':>8s}{'t cent':>8s}")
+    rows = []
+    for name, g in instances(Path(args.shared), args.sizes):
+        topo = machine(g.n)
+        for start_name in ("launch", "random"):
+            start = np.arange(g.n) if start_name == "launch" else \
+                np.random.default_rng(0).permutation(g.n)
+            j0 = mapping_cost(g, topo, start)
+            t = time.perf_counter()
+            pe, res = refine_rounds(g, topo, start, seed=0)
+            t_dist = time.perf_counter() - t
+            j_dist = mapping_cost(g, topo, pe)
+            j_cent = t_cent = float("nan")
+            if swap_refine is not None:
+                t = time.perf_counter()
+                j_cent = mapping_cost(g, topo, swap_refine(g, topo, start, seed=0))
+                t_cent = time.perf_counter() - t
+            rows.append(dict(instance=name, n=g.n, start=start_name, J_start=j0, J_dist=j_dist,
+                             J_central=j_cent, rounds=res.rounds, swaps=res.swaps,
+                             t_dist=t_dist, t_central=t_cent))
+            print(f"{name:14s}{g.n:5d} {start_name:>8s}{j0:12.4g}{j_dist:12.4g}{j_cent:12.4g}"
+                  f"{j_dist / j_cent:10.4f}{res.rounds:7d}{res.swaps:7d}{t_dist:8.2f}{t_cent:8.2f}")
+    ratios = [r["J_dist"] / r["J_central"] for r in rows if np.isfinite(r["J_central"])]
+    if ratios:
+        print(f"dist/central: geometric mean {np.exp(np.mean(np.log(ratios))):.4f}, "
+              f"worst {max(ratios):.4f} (target: within 1.02)")
+    return rows
+
+
+def scaling(args) -> list[dict]:
+    exe = Path(sys.executable).parent / "mpiexec"
+    print(f"\npart 2: under mpiexec, one task per rank (3elt/qP on {{4:16:P/64 | 4:P/4}}, "
+          f"random start); load average {os.getloadavg()[0]:.2f}")
+    print(f"{'P':>5s}{'J start':>12s}{'J dist':>12s}{'= serial':>9s}{'rounds':>7s}{'wall s':>8s}"
+          f"{'state B/rank':>13s}{'RSS MiB/rank':>13s}")
+    rows = []
+    graph = ROOT / "tests" / "data" / "graphs" / "3elt.graph"
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in args.mpi:
+            g = quotient_of(graph, p)
+            path = Path(tmp) / f"q{p}.edges"
+            write_graph(g, str(path))
+            g = read_graph(str(path))  # what the workers read
+            start = np.random.default_rng(0).permutation(p)
+            serial, _ = refine_rounds(g, machine(p), start, seed=0)
+            cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            if proc.returncode != 0:
+                print(f"{p:5d}  failed: {proc.stderr.strip()[-300:]}")
+                continue
+            out = json.loads(proc.stdout.strip().splitlines()[-1])
+            same = np.array_equal(np.asarray(out["pe"]), serial)
+            rows.append(dict(P=p, **{k: v for k, v in out.items() if k != "pe"}, same=same))
+            print(f"{p:5d}{out['J_start']:12.4g}{out['J']:12.4g}{str(same):>9s}{out['rounds']:7d}"
+                  f"{out['wall_s']:8.2f}{out['state_bytes']:13d}{out['rss_mib']:13.1f}")
+    return rows
+
+
+def worker(path: str) -> None:
+    """One rank of part 2: refine with one task per rank, report from rank 0."""
+    from mpi4py import MPI
+
+    from rankmap.reorder.offline import refine_distributed
+
+    comm = MPI.COMM_WORLD
+    g = read_graph(path)
+    topo = machine(g.n)
+    start = np.random.default_rng(0).permutation(g.n)
+    comm.Barrier()
+    t = time.perf_counter()
+    pe, res, state = refine_distributed(comm, g, topo, start, seed=0)
+    wall = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
+    state = comm.allreduce(state, op=MPI.MAX)
+    rss = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, op=MPI.MAX)
+    if comm.Get_rank() == 0:
+        print(json.dumps(dict(J_start=res.J_before, J=mapping_cost(g, topo, pe), rounds=res.rounds,
+                              wall_s=wall, state_bytes=int(state), rss_mib=rss, pe=pe.tolist())))
+
+
+def plot(path: str, quality_rows, scaling_rows) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for start, marker in (("launch", "o"), ("random", "s")):
+        rs = [r for r in quality_rows if r["start"] == start and np.isfinite(r["J_central"])]
+        a.plot(range(len(rs)), [r["J_dist"] / r["J_central"] for r in rs], marker, label=start)
+        a.set_xticks(range(len(rs)), [r["instance"] for r in rs], rotation=60, fontsize=7)
+    a.axhline(1.02, color="r", ls="--", lw=1, label="+2%")
+    a.set_ylabel("J distributed / J centralised")
+    a.legend()
+    if scaling_rows:
+        b.plot([r["P"] for r in scaling_rows], [r["wall_s"] for r in scaling_rows], "o-", label="wall s")
+        b2 = b.twinx()
+        b2.plot([r["P"] for r in scaling_rows], [r["state_bytes"] / 1024 for r in scaling_rows],
+                "s--", color="C1", label="KiB/rank")
+        b.set_xscale("log", base=2)
+        b.set_xlabel("ranks P (one task each, oversubscribed)")
+        b.set_ylabel("wall s")
+        b2.set_ylabel("algorithm state, KiB per rank")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", default=str(ROOT.parent / "shared"))
+    ap.add_argument("--sizes", default="16,32,64,128,256")
+    ap.add_argument("--mpi", default="16,32,64", help="rank counts for part 2 ('' to skip)")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--plot", metavar="FILE")
+    ap.add_argument("--worker", metavar="GRAPH", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return
+    args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    args.mpi = [int(x) for x in args.mpi.split(",") if x]
+    q = quality(args)
+    s = scaling(args) if args.mpi else []
+    if args.plot:
+        plot(args.plot, q, s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Compute a task -> PE mapping and write it as a launch file.
+
+Reads the communication graph (or a recorded trace), maps it onto the machine
+with the chosen method, prints J before (where a trace says the ranks ran,
+else the launch order: rank r on PE r) and after, and writes the mapping in
+the format the next launch needs.  A trace that recorded its hosts'
+topologies needs no machine options.
+
+examples:
+  rankmap map app.mat --hierarchy 4:16:8 --distances 1:10:100
+  rankmap map trace.rmtrace.npz -o rankfile --as openmpi
+  rankmap map graph.metis --topology arch.tgt --method greedy --json
+  rankmap map app.mat --torus 16x32x32 --cores 4 --method mesh_auto
+  rankmap map app.mat --mesh 8x8 --objective bottleneck
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..algorithms import map_tasks, method_names
+from ..cost import evaluate
+from ..formats import LAUNCH_FORMATS, write_launch_file
+from . import UserError
+from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
+                     load_machine, print_comparison)
+
+NAME = "map"
+HELP = "compute a better rank order from a communication graph or trace"
+ORDER = 20
+
+
+def add_arguments(p) -> None:
+    add_graph_arguments(p)
+    add_topology_arguments(p)
+    p.add_argument("--method", default="auto", choices=method_names(),
+                   help="mapping method (default: auto, the best J of the strongest methods)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic per seed)")
+    p.add_argument("--eps", type=float, default=None,
+                   help="allowed imbalance for many tasks per PE (default 0.03 when tasks > PEs)")
+    p.add_argument("--objective", default="sum", choices=["sum", "bottleneck"],
+                   help="sum: J, the bytes x distance total (default); bottleneck: then lower the "
+                        "most loaded link by swap refinement (Langguth, Schlag & Schulz)")
+    p.add_argument("--comm-factor", type=float, default=None, metavar="F",
+                   help="report the makespan max(max PE load, F x most loaded link), vertex "
+                        "weights as computation")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="time budget for methods that search (auto, refinement)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="method-specific option, repeatable (e.g. --option backend=kahip)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the mapping to FILE")
+    p.add_argument("--as", dest="as_format", default="perm", choices=LAUNCH_FORMATS,
+                   help="launch file format: perm (line t = PE of task t), mpich (Cray "
+                        "MPICH_RANK_ORDER), hydra (mpiexec -f machinefile), openmpi (rankfile), "
+                        "slurm (SLURM_HOSTFILE for --distribution=arbitrary)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--distributed", action="store_true",
+                   help="run under mpiexec -n P: --method on rank 0 is the start, then swap "
+                        "refinement spread over the P ranks (rank 0 reports)")
+
+
+def parse_options(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` strings to keyword arguments (numbers and booleans typed)."""
+    out = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UserError(f"--option expects KEY=VALUE, got {pair!r}")
+        key, value = pair.split("=", 1)
+        out[key.strip().replace("-", "_")] = _typed(value.strip())
+    return out
+
+
+def _typed(value: str):
+    low = value.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def run(args) -> int:
+    graph = load_graph(args)
+    topology, recorded = load_machine(args, graph_source=args.input)
+    options = parse_options(args.option)
+    if args.time_limit is not None:
+        options["time_limit"] = args.time_limit
+    if graph.n > topology.n_pes and args.eps is None and not args.json:
+        print(f"note: {graph.n} tasks on {topology.n_pes} PEs: mapping many tasks per PE "
+              "(eps = 0.03)", file=sys.stderr)
+    if graph.self_bytes and not args.json:
+        print(f"note: ignored {graph.self_bytes:.6g} bytes of self-traffic (diagonal)", file=sys.stderr)
+    if args.distributed:
+        from ..reorder.offline import map_distributed
+
+        mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
+                                  **options)
+        if mapping is None:  # ranks other than 0: rank 0 reports
+            return 0
+    else:
+        mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
+                            **options)
+    if args.objective == "bottleneck":
+        from ..algorithms.bottleneck import bottleneck_refine
+
+        mapping.pe_of_task = bottleneck_refine(graph, topology, mapping.pe_of_task, eps=args.eps,
+                                               seed=args.seed)
+    identity = map_tasks(graph, topology, method="identity", eps=args.eps)
+    before_pe, before_name = identity.pe_of_task, "identity"
+    if recorded is not None:
+        before_pe, before_name = recorded, "recorded"
+    before = evaluate(graph, topology, before_pe, check=False, comm_factor=args.comm_factor)
+    after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
+    if args.output:
+        write_launch_file(mapping.pe_of_task, topology, args.output, args.as_format)
+    if args.json:
+        dump_json({"method": args.method, "seed": args.seed, "n_tasks": graph.n,
+                   "n_pes": topology.n_pes, "J": after.J,
+                   "J_identity": evaluate(graph, topology, identity.pe_of_task, check=False).J,
+                   "before": before_name, "J_before": before.J,
+                   "ratio": after.J / before.J if before.J else 1.0,
+                   "bytes_per_level": after.bytes_per_level, "bottleneck": after.bottleneck,
+                   "hops_per_byte": after.hops_per_byte, "time_s": mapping.time_s,
+                   "objective": args.objective, "bottleneck_link": after.bottleneck_link,
+                   "makespan": after.makespan,
+                   "output": args.output, "output_format": args.as_format if args.output else None,
+                   "pe_of_task": None if args.output else mapping.pe_of_task.tolist()})
+        return 0
+    print(f"{graph.n} tasks, {graph.n_edges} communicating pairs, {graph.total_bytes:.6g} bytes; "
+          f"{topology.n_pes} PEs on {len(topology.hosts())} host(s)")
+    print_comparison(before_name, args.method, before, after)
+    if after.makespan is not None:
+        print(f"makespan (F = {args.comm_factor:g}): {before.makespan:.6g} -> {after.makespan:.6g}")
+    print(f"mapping time: {mapping.time_s:.3f} s")
+    if args.output:
+        print(f"wrote {args.as_format} mapping to {args.output}")
+    else:
+        moved = int(np.count_nonzero(mapping.pe_of_task != before_pe))
+        print(f"{moved} of {graph.n} tasks move (use -o FILE --as FORMAT to write a launch file)")
+    return 0

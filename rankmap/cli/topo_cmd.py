@@ -1,0 +1,100 @@
+"""Show the machine as rankmap sees it: levels, arities, distances, PE count,
+and whether it is a uniform hierarchy (with its a1:a2:... string).
+
+Sources: this machine (--live, the default: lstopo when installed, else
+sysfs), hwloc XML exports (--xml, v1/v2/v3; several files or a directory
+make a cluster of those nodes), or any --topology file `rankmap map` reads.
+A cluster: --nodes node[01-16] (Slurm nodelist; one XML for all nodes, or one
+per node), --network 4:2 --network-distances 100:400 (nodes per switch,
+switches per rack, innermost first).  --hostfile keeps only the slots of an
+MPI hostfile (`host slots=N` or `host:N`).
+
+Examples:
+  rankmap topo
+  rankmap topo --xml node.xml --level-distances core=2,package=20 --json
+  rankmap topo --xml node.xml --nodes node[01-08] --network 4:2 --network-distances 100:400
+  rankmap topo --xml node.xml --hostfile hosts.txt
+"""
+
+from __future__ import annotations
+
+import json
+
+NAME = "topo"
+HELP = "show the machine tree (hwloc XML, this machine, a cluster)"
+ORDER = 40
+
+
+def add_arguments(parser) -> None:
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--xml", action="append", metavar="FILE|DIR",
+                     help="hwloc XML of a node (repeat, or give a directory, for several nodes)")
+    src.add_argument("--live", action="store_true", help="this machine (default)")
+    src.add_argument("--topology", metavar="FILE",
+                     help="any topology file rankmap reads (hwloc XML, cluster file, tleaf, hierarchy)")
+    parser.add_argument("--no-lstopo", action="store_true",
+                        help="with --live: read Linux sysfs even when lstopo is installed")
+    parser.add_argument("--affinity", action="store_true",
+                        help="with --live: only the PEs this process may run on")
+    parser.add_argument("--nodes", metavar="NODELIST",
+                        help="host names, Slurm syntax allowed: node[01-04],gpu1")
+    parser.add_argument("--hostfile", metavar="FILE",
+                        help="MPI hostfile: its hosts, restricted to its slots")
+    parser.add_argument("--network", metavar="A:B", default="",
+                        help="network levels above the nodes, innermost first (4:2 = 4 nodes per "
+                             "switch, 2 switches per rack)")
+    parser.add_argument("--network-distances", metavar="D1:D2", default="",
+                        help="distance of each network level (default 100, 400, ...; one more for "
+                             "a top level joining the groups)")
+    parser.add_argument("--level-distances", metavar="KIND=D,...",
+                        help="override the default distance of node levels, e.g. core=2,package=20")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--max-lines", type=int, default=200, metavar="N",
+                        help="longest tree printed (default 200 lines)")
+
+
+def build_topology(args):
+    """The topology the options describe."""
+    from ..topology import load_topology
+    from ..topology.cluster import (cluster_from_xmls, compose_cluster, expand_nodelist,
+                                    host_slot_pes, parse_hostfile, parse_network,
+                                    restrict_to_slots)
+    from ..topology.live import affinity_pes, discover_local
+
+    arities, net_dists = parse_network(args.network, args.network_distances)
+    hosts = expand_nodelist(args.nodes) if args.nodes else None
+    slots = parse_hostfile(args.hostfile) if args.hostfile else None
+    if slots is not None:
+        if hosts is not None:
+            raise ValueError("give either --nodes or --hostfile, not both")
+        hosts = [h for h, _ in slots]
+    clustered = hosts is not None or arities or net_dists
+    if args.topology:
+        if clustered or args.level_distances:
+            raise ValueError("--topology FILE takes no cluster or distance options "
+                             "(describe the cluster in the file)")
+        return load_topology(args.topology)
+    if (args.affinity or args.no_lstopo) and args.xml:
+        raise ValueError("--affinity and --no-lstopo go with --live")
+    if args.xml:
+        topo = cluster_from_xmls(args.xml, hosts, arities, net_dists, args.level_distances)
+    else:
+        node = discover_local(args.level_distances, use_lstopo=not args.no_lstopo)
+        if args.affinity:
+            node = restrict_to_slots(node, affinity_pes(node))
+        topo = (compose_cluster([(h, node) for h in (hosts or node.hosts())], arities, net_dists)
+                if clustered else node)
+    if slots is not None:
+        topo = restrict_to_slots(topo, host_slot_pes(topo, slots))
+    return topo
+
+
+def run(args) -> int:
+    from ..topology.describe import describe_topology, format_topology
+
+    topo = build_topology(args)
+    if args.json:
+        print(json.dumps(describe_topology(topo), indent=2))
+    else:
+        print(format_topology(topo, max_lines=args.max_lines))
+    return 0

@@ -1,0 +1,509 @@
+"""An emulated multi-node cluster on one Linux machine, for real MPI runs.
+
+Each node is a network namespace with its own host name; nodes hang off a
+bridge (one switch) or off rack bridges joined to a top bridge (two levels).
+Every link is rate limited in both directions with ``tc ... tbf``, so bytes
+between nodes cost real time while bytes within a node do not.  MPICH's hydra
+launches across the nodes through a generated "ssh" launcher script that
+starts each proxy inside its node's namespace, and ranks talk over the
+libfabric tcp provider (``MPICH_CH4_NETMOD=ofi FI_PROVIDER=tcp``): the default
+UCX netmod would find the other namespaces' ranks through shared memory and
+bypass the emulated network.
+
+Every object this module creates carries the cluster's unique name as a prefix
+(``rmx<pid><n>``), so clusters of parallel processes never collide, and
+tear-down removes exactly those objects.  Needs root and ``ip``, ``tc``,
+``unshare``, ``hostname`` (iproute2, util-linux, hostname packages).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..topology import Topology
+from ..topology.tree import TreeNode
+
+STATE_ROOT = Path(os.environ.get("RANKMAP_CLUSTER_DIR", "/run/rankmap-clusters"))
+REQUIRED_TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux",
+                  "hostname": "hostname"}
+# The environment that makes MPICH ranks on different nodes use the network.
+NETWORK_ENV = {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}
+SUBNET_BASE = ipaddress.ip_network("10.213.0.0/16")
+HOST_PREFIX = "node"
+_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9,
+               "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
+_NAME_RE = re.compile(r"^rmx[0-9a-z]{1,7}$")
+
+
+class ClusterError(RuntimeError):
+    """Setting up, using or tearing down an emulated cluster failed."""
+
+
+class ClusterUnavailable(ClusterError):
+    """This machine cannot host an emulated cluster (not root, tools or kernel
+    features missing); the message says what is missing."""
+
+
+def parse_rate(text: str) -> int:
+    """``"200mbit"`` -> 200_000_000 bits per second (tc's units; ``mbps`` = megabytes/s)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]+)\s*", str(text))
+    if not m or m.group(2).lower() not in _RATE_UNITS:
+        raise ValueError(f"bandwidth {text!r}: expected a number and a unit "
+                         f"({', '.join(_RATE_UNITS)}), e.g. 200mbit")
+    bits = float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
+    if bits < 8000:
+        raise ValueError(f"bandwidth {text!r}: at least 8kbit")
+    return int(bits)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Shape of an emulated cluster.  ``slots`` is the number of ranks each
+    node advertises to the launcher; ``racks > 1`` puts ``nodes / racks``
+    nodes under each rack bridge, with uplinks of ``rack_bandwidth``."""
+
+    nodes: int
+    slots: int = 2
+    bandwidth: str = "200mbit"
+    racks: int = 1
+    rack_bandwidth: str | None = None
+
+    def __post_init__(self):
+        if self.nodes < 1 or self.nodes > 250:
+            raise ValueError(f"nodes must be between 1 and 250, got {self.nodes}")
+        if self.slots < 1:
+            raise ValueError(f"slots must be >= 1, got {self.slots}")
+        if self.racks < 1 or self.nodes % self.racks:
+            raise ValueError(f"racks ({self.racks}) must divide nodes ({self.nodes})")
+        parse_rate(self.bandwidth)
+        if self.rack_bandwidth is not None:
+            parse_rate(self.rack_bandwidth)
+
+    @property
+    def hosts(self) -> list[str]:
+        return [f"{HOST_PREFIX}{i}" for i in range(self.nodes)]
+
+    def topology(self, distances=None) -> Topology:
+        """The rankmap topology of the cluster's slots, innermost level first:
+        ``slots:nodes`` with distances (1, 100), or ``slots:nodes_per_rack:racks``
+        with (1, 100, 1000); node subtrees carry the nodes' host names."""
+        per_rack = self.nodes // self.racks
+        levels = 3 if self.racks > 1 else 2
+        d = [float(x) for x in (distances or [1, 100, 1000][:levels])]
+        if len(d) != levels:
+            raise ValueError(f"{levels} distances needed (node, network"
+                             f"{', racks' if levels == 3 else ''}), got {len(d)}")
+
+        def node(i: int) -> TreeNode:
+            return TreeNode("node", d[0], [TreeNode("pe") for _ in range(self.slots)],
+                            name=self.hosts[i])
+
+        if self.racks == 1:
+            return Topology(TreeNode("switch", d[1], [node(i) for i in range(self.nodes)]))
+        racks = [TreeNode("rack", d[1], [node(j * per_rack + i) for i in range(per_rack)])
+                 for j in range(self.racks)]
+        return Topology(TreeNode("switch", d[2], racks))
+
+
+def _b36(x: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        x, r = divmod(x, 36)
+        out = digits[r] + out
+        if x == 0:
+            return out
+
+
+def check_environment() -> None:
+    """Raise ClusterUnavailable naming what is missing to build clusters here."""
+    if os.geteuid() != 0:
+        raise ClusterUnavailable("emulated clusters need root (network namespaces, tc); "
+                                 "run as root or in a privileged container")
+    missing = [f"{tool} (package {pkg})" for tool, pkg in REQUIRED_TOOLS.items()
+               if shutil.which(tool) is None]
+    if missing:
+        raise ClusterUnavailable("missing tools for emulated clusters: " + ", ".join(missing))
+
+
+def _run(cmd: list[str], *, unavailable_if: str | None = None) -> str:
+    """Run one set-up command; a failure names the command and its message.
+    ``unavailable_if``: a failure here means the kernel/container lacks a feature."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        msg = f"{' '.join(cmd)}: {proc.stderr.strip() or f'exit {proc.returncode}'}"
+        if unavailable_if:
+            raise ClusterUnavailable(f"{unavailable_if} ({msg})")
+        raise ClusterError(msg)
+    return proc.stdout
+
+
+def _quiet(cmd: list[str]) -> None:
+    """Tear-down step: best effort, the object may already be gone."""
+    subprocess.run(cmd, capture_output=True)
+
+
+def _netns_list() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _link_list() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return [line.split(":")[1].strip().split("@")[0] for line in out.splitlines()
+            if line.count(":") >= 2]
+
+
+class EmulatedCluster:
+    """``with EmulatedCluster(ClusterSpec(nodes=4, slots=2)) as c:`` builds the
+    cluster and always removes it again (also on errors, SIGTERM/SIGHUP and
+    interpreter exit).  ``c.mpiexec(...)`` gives the launch command prefix."""
+
+    _counter = 0
+    _lock = threading.Lock()
+
+    def __init__(self, spec: ClusterSpec, name: str | None = None):
+        self.spec = spec
+        self.name = name or self._new_name()
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"cluster name {self.name!r}: expected rmx + up to 7 of [0-9a-z]")
+        self.state_dir = STATE_ROOT / self.name
+        self.subnet: ipaddress.IPv4Network | None = None
+        self.is_up = False
+        self.persist = False
+        self._saved_handlers: dict = {}
+
+    # ---- names -----------------------------------------------------------
+    @classmethod
+    def _new_name(cls) -> str:
+        existing = set(_netns_list()) | set(_link_list()) if shutil.which("ip") else set()
+        while True:
+            with cls._lock:
+                cls._counter += 1
+                name = f"rmx{_b36(os.getpid())}{_b36(cls._counter % 36)}"
+            if not any(e.startswith(name) for e in existing) and not (STATE_ROOT / name).exists():
+                return name
+
+    @property
+    def hosts(self) -> list[str]:
+        return self.spec.hosts
+
+    @property
+    def bridge(self) -> str:
+        """The top bridge; it holds the root namespace's address (for hydra's -iface)."""
+        return f"{self.name}s"
+
+    @property
+    def launcher(self) -> Path:
+        return self.state_dir / "launcher.sh"
+
+    def namespace(self, node: int) -> str:
+        return f"{self.name}-n{node}"
+
+    def address(self, node: int) -> str:
+        return str(self.subnet[node + 1])
+
+    def _rack_bridge(self, rack: int) -> str:
+        return f"{self.name}r{rack}"
+
+    # ---- set-up ----------------------------------------------------------
+    def _pick_subnet(self) -> ipaddress.IPv4Network:
+        """A /24 of 10.213.0.0/16 that no route of this machine overlaps."""
+        routes = json.loads(_run(["ip", "-j", "-4", "route", "show", "table", "all"]) or "[]")
+        used = []
+        for r in routes:
+            dst = r.get("dst", "")
+            if dst and dst != "default":
+                try:
+                    used.append(ipaddress.ip_network(dst, strict=False))
+                except ValueError:
+                    continue
+        subnets = list(SUBNET_BASE.subnets(new_prefix=24))
+        start = (os.getpid() * 7 + EmulatedCluster._counter) % len(subnets)
+        for k in range(len(subnets)):
+            net = subnets[(start + k) % len(subnets)]
+            if not any(net.overlaps(u) for u in used):
+                return net
+        raise ClusterError(f"no free /24 left in {SUBNET_BASE} for an emulated cluster")
+
+    def _tbf(self, dev: str, rate_bits: int, netns: str | None = None) -> None:
+        burst = max(32 * 1024, rate_bits // 8 // 500)  # >= one timer tick of traffic
+        cmd = ["tc"] + (["-n", netns] if netns else []) + [
+            "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{rate_bits}bit",
+            "burst", str(burst), "latency", "50ms"]
+        _run(cmd, unavailable_if="the kernel has no tbf qdisc (module sch_tbf)")
+
+    def _veth(self, a: str, b: str) -> None:
+        _run(["ip", "link", "add", a, "type", "veth", "peer", "name", b],
+             unavailable_if="veth links cannot be created here")
+
+    def up(self, persist: bool = False) -> "EmulatedCluster":
+        """Build the cluster.  ``persist=True`` (the CLI's ``up``) leaves it
+        standing when this process exits; otherwise it goes at exit."""
+        check_environment()
+        if self.is_up:
+            return self
+        self.state_dir.mkdir(parents=True, exist_ok=False)
+        self.is_up, self.persist = True, persist  # from here on, down() has something to remove
+        if not persist:
+            atexit.register(self.down)
+        try:
+            self._build()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _build(self) -> None:
+        spec = self.spec
+        rate = parse_rate(spec.bandwidth)
+        self.subnet = self._pick_subnet()
+        self._write_state()
+        _run(["ip", "link", "add", self.bridge, "type", "bridge"],
+             unavailable_if="bridges cannot be created here")
+        _run(["ip", "addr", "add", f"{self.subnet[254]}/24", "dev", self.bridge])
+        _run(["ip", "link", "set", self.bridge, "up"])
+        per_rack = spec.nodes // spec.racks
+        if spec.racks > 1:
+            uplink = parse_rate(spec.rack_bandwidth or spec.bandwidth)
+            for j in range(spec.racks):
+                rb = self._rack_bridge(j)
+                _run(["ip", "link", "add", rb, "type", "bridge"])
+                _run(["ip", "link", "set", rb, "up"])
+                top, low = f"{self.name}u{j}", f"{self.name}v{j}"
+                self._veth(top, low)
+                _run(["ip", "link", "set", top, "master", self.bridge])
+                _run(["ip", "link", "set", low, "master", rb])
+                for dev in (top, low):
+                    _run(["ip", "link", "set", dev, "up"])
+                    self._tbf(dev, uplink)
+        for i in range(spec.nodes):
+            ns, outer, inner = self.namespace(i), f"{self.name}h{i}", f"{self.name}p{i}"
+            _run(["ip", "netns", "add", ns], unavailable_if="network namespaces cannot be created here")
+            self._veth(outer, inner)
+            _run(["ip", "link", "set", inner, "netns", ns])
+            _run(["ip", "-n", ns, "link", "set", inner, "name", "eth0"])
+            _run(["ip", "-n", ns, "addr", "add", f"{self.address(i)}/24", "dev", "eth0"])
+            _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            master = self._rack_bridge(i // per_rack) if spec.racks > 1 else self.bridge
+            _run(["ip", "link", "set", outer, "master", master])
+            _run(["ip", "link", "set", outer, "up"])
+            self._tbf("eth0", rate, netns=ns)   # node -> network
+            self._tbf(outer, rate)              # network -> node
+        self._write_launcher()
+
+    def _write_state(self) -> None:
+        state = {"name": self.name, "spec": asdict(self.spec), "subnet": str(self.subnet),
+                 "owner_pid": os.getpid(), "persist": self.persist, "bridge": self.bridge}
+        (self.state_dir / "state.json").write_text(json.dumps(state, indent=1) + "\n")
+
+    def _write_launcher(self) -> None:
+        ip, unshare = shutil.which("ip"), shutil.which("unshare")
+        cases = "\n".join(f"  {h}|{self.address(i)}) ns={self.namespace(i)}; host={h} ;;"
+                          for i, h in enumerate(self.hosts))
+        script = f"""#!/bin/sh
+# hydra "ssh" launcher of emulated cluster {self.name}: hydra calls
+#   SCRIPT -x HOST "PROXY COMMAND..."
+# and this runs the proxy inside HOST's network namespace, under HOST's name.
+[ "$1" = "-x" ] && shift
+case "$1" in
+{cases}
+  *) echo "emulated cluster {self.name}: unknown host '$1' (hosts: {' '.join(self.hosts)})" >&2; exit 255 ;;
+esac
+shift
+exec {ip} netns exec "$ns" {unshare} --uts sh -c 'hostname "$1" && shift && exec sh -c "$*"' launcher "$host" "$@"
+"""
+        self.launcher.write_text(script)
+        self.launcher.chmod(0o755)
+
+    # ---- use -------------------------------------------------------------
+    def mpiexec(self, n: int | None = None, *, order: str = "block", ppn: int | None = None,
+                machinefile: str | os.PathLike | None = None, mpiexec: str | None = None,
+                env: dict | None = None) -> list[str]:
+        """The ``mpiexec`` command prefix (append the program) for a run on
+        this cluster.  ``order``: ``block`` (ppn consecutive ranks per node) or
+        ``round-robin`` (rank r on node r mod N); ``machinefile``: a hydra
+        machinefile (``host:count`` lines, e.g. from ``rankmap map --as hydra``)
+        that replaces ``order``."""
+        exe = mpiexec or default_mpiexec()
+        cmd = [exe, "-launcher", "ssh", "-launcher-exec", str(self.launcher),
+               "-iface", self.bridge]
+        for key, value in {**NETWORK_ENV, **(env or {})}.items():
+            cmd += ["-genv", key, str(value)]
+        if machinefile is not None:
+            cmd += ["-f", str(machinefile)]
+        else:
+            ppn = ppn or self.spec.slots
+            if order == "block":
+                hosts = ",".join(f"{h}:{ppn}" for h in self.hosts)
+            elif order == "round-robin":
+                hosts = ",".join(f"{h}:1" for h in self.hosts)
+            else:
+                raise ValueError(f"order {order!r}: expected 'block' or 'round-robin'")
+            cmd += ["-hosts", hosts]
+            n = n if n is not None else ppn * self.spec.nodes
+        if n is not None:
+            cmd += ["-n", str(n)]
+        return cmd
+
+    def traffic(self) -> dict:
+        """Byte counters of the rate limiters now: ``node_tx[i]`` (node i ->
+        network), ``node_rx[i]`` (network -> node i), ``rack_tx[j]`` (rack j
+        uplink, outbound).  Differences of two snapshots give a run's traffic."""
+        node_tx = [_qdisc_bytes("eth0", self.namespace(i)) for i in range(self.spec.nodes)]
+        node_rx = [_qdisc_bytes(f"{self.name}h{i}") for i in range(self.spec.nodes)]
+        rack_tx = [_qdisc_bytes(f"{self.name}v{j}") for j in range(self.spec.racks)] \
+            if self.spec.racks > 1 else []
+        return {"node_tx": node_tx, "node_rx": node_rx, "rack_tx": rack_tx}
+
+    def topology(self, distances=None) -> Topology:
+        return self.spec.topology(distances)
+
+    # ---- tear-down -------------------------------------------------------
+    def down(self) -> None:
+        """Remove everything this cluster made; safe to call twice."""
+        if not self.is_up:
+            return
+        teardown(self.name)
+        self.is_up = False
+        atexit.unregister(self.down)
+
+    def __enter__(self) -> "EmulatedCluster":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                self._saved_handlers[sig] = signal.signal(sig, _raise_exit)
+        try:
+            return self.up()
+        except BaseException:
+            self._restore_handlers()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.down()
+        finally:
+            self._restore_handlers()
+
+    def _restore_handlers(self) -> None:
+        for sig, handler in self._saved_handlers.items():
+            signal.signal(sig, handler)
+        self._saved_handlers.clear()
+
+    def __repr__(self) -> str:
+        state = "up" if self.is_up else "down"
+        return f"EmulatedCluster({self.name}, {self.spec}, {state})"
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _qdisc_bytes(dev: str, netns: str | None = None) -> int:
+    cmd = ["tc"] + (["-n", netns] if netns else []) + ["-s", "-j", "qdisc", "show", "dev", dev]
+    for q in json.loads(_run(cmd) or "[]"):
+        if q.get("kind") == "tbf":
+            return int(q["bytes"])
+    raise ClusterError(f"no tbf rate limiter on {dev}" + (f" in {netns}" if netns else ""))
+
+
+def default_mpiexec() -> str:
+    """The hydra ``mpiexec`` next to this Python (the ``mpich`` wheel) or on PATH."""
+    local = Path(sys.executable).parent / "mpiexec"
+    found = str(local) if local.exists() else shutil.which("mpiexec")
+    if not found:
+        raise ClusterError("no mpiexec: install MPICH (pip install mpich)")
+    return found
+
+
+def teardown(name: str) -> int:
+    """Remove cluster ``name``: stop the processes inside its namespaces,
+    delete its links, bridges and namespaces (exactly those with its prefix).
+    Returns how many namespaces and links it found."""
+    if not _NAME_RE.match(name):
+        raise ValueError(f"not an emulated cluster name: {name!r}")
+    # exact patterns: cluster "rmxab1" must not match cluster "rmxab1h"'s objects
+    own_ns = re.compile(rf"^{name}-n\d+$")
+    own_link = re.compile(rf"^{name}(?:[hpuvr]\d+|s)$")
+    namespaces = [ns for ns in _netns_list() if own_ns.match(ns)]
+    links = [link for link in _link_list() if own_link.match(link)]
+    _stop_processes(namespaces)
+    for link in links:
+        if link != f"{name}s":
+            _quiet(["ip", "link", "del", link])
+    for ns in namespaces:
+        _quiet(["ip", "netns", "del", ns])
+    _quiet(["ip", "link", "del", f"{name}s"])
+    state_dir = STATE_ROOT / name
+    if state_dir.exists():
+        shutil.rmtree(state_dir, ignore_errors=True)
+    return len(namespaces) + len(links)
+
+
+def _stop_processes(namespaces: list[str], grace: float = 2.0) -> None:
+    """TERM, then KILL, the processes left in our namespaces (stray proxies/ranks)."""
+    def pids() -> list[int]:
+        out = []
+        for ns in namespaces:
+            res = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            out += [int(p) for p in res.stdout.split() if p.isdigit()]
+        return out
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        live = pids()
+        if not live:
+            return
+        for pid in live:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and pids():
+            time.sleep(0.05)
+
+
+def list_clusters() -> list[dict]:
+    """Clusters recorded under the state directory, with their owner's liveness."""
+    out = []
+    if not STATE_ROOT.is_dir():
+        return out
+    for state_file in sorted(STATE_ROOT.glob("*/state.json")):
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        try:
+            os.kill(int(state["owner_pid"]), 0)
+            state["owner_alive"] = True
+        except (ProcessLookupError, KeyError, ValueError):
+            state["owner_alive"] = False
+        except PermissionError:
+            state["owner_alive"] = True
+        out.append(state)
+    return out
+
+
+def load_cluster(name: str) -> EmulatedCluster:
+    """The cluster ``name`` that is up (e.g. made by ``rankmap cluster up``)."""
+    state_file = STATE_ROOT / name / "state.json"
+    if not _NAME_RE.match(name) or not state_file.exists():
+        known = ", ".join(s["name"] for s in list_clusters()) or "none"
+        raise ClusterError(f"no emulated cluster {name!r} (up: {known})")
+    state = json.loads(state_file.read_text())
+    cluster = EmulatedCluster(ClusterSpec(**state["spec"]), name=name)
+    cluster.subnet = ipaddress.ip_network(state["subnet"])
+    cluster.is_up = True
+    return cluster

@@ -1,0 +1,92 @@
+"""Launch files: how a mapping reaches the next run of the program.
+
+- ``perm``     one integer per line, line t = PE of task t (KaHIP/VieM
+  mapping files); PEs are the topology's leaves left to right.
+- ``mpich``    Cray MPICH ``MPICH_RANK_ORDER`` file: the ranks in the order
+  the launcher fills slots (PE order), comma separated.
+- ``hydra``    MPICH hydra machinefile (``mpiexec -f FILE``): ``host:count``
+  lines, ranks assigned to hosts in file order.
+- ``openmpi``  Open MPI rankfile: ``rank r=HOST slot=S`` with S the PE's
+  index among its host's PEs (``mpirun --rankfile FILE``).
+- ``slurm``    ``SLURM_HOSTFILE`` for ``srun --distribution=arbitrary``:
+  line r = host of rank r.
+
+Host names come from the topology (generated ``node0``... for a hierarchy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..topology import Topology
+
+LAUNCH_FORMATS = ["perm", "mpich", "hydra", "openmpi", "slurm"]
+
+
+def _ranks_in_slot_order(pe_of_task: np.ndarray) -> np.ndarray:
+    """Tasks sorted by PE (stable: tasks sharing a PE keep their order)."""
+    return np.argsort(pe_of_task, kind="stable")
+
+
+def format_perm(pe_of_task, topology: Topology) -> str:
+    return "".join(f"{int(p)}\n" for p in pe_of_task)
+
+
+def format_mpich_rank_order(pe_of_task, topology: Topology, per_line: int = 16) -> str:
+    order = _ranks_in_slot_order(np.asarray(pe_of_task)).tolist()
+    lines = [",".join(str(r) for r in order[i:i + per_line]) for i in range(0, len(order), per_line)]
+    return "# MPICH_RANK_ORDER written by rankmap: ranks in slot order\n" + ",\n".join(lines) + "\n"
+
+
+def format_hydra_machinefile(pe_of_task, topology: Topology) -> str:
+    hosts = topology.pe_host[np.asarray(pe_of_task)]
+    out, run_host, run = [], None, 0
+    for h in hosts.tolist():
+        if h == run_host:
+            run += 1
+            continue
+        if run_host is not None:
+            out.append(f"{run_host}:{run}")
+        run_host, run = h, 1
+    out.append(f"{run_host}:{run}")
+    return "\n".join(out) + "\n"
+
+
+def format_openmpi_rankfile(pe_of_task, topology: Topology) -> str:
+    pe = np.asarray(pe_of_task)
+    slot = topology.slot_in_host()
+    return "".join(f"rank {r}={topology.pe_host[p]} slot={slot[p]}\n" for r, p in enumerate(pe.tolist()))
+
+
+def format_slurm_hostfile(pe_of_task, topology: Topology) -> str:
+    return "".join(f"{topology.pe_host[p]}\n" for p in np.asarray(pe_of_task).tolist())
+
+
+FORMATTERS = {"perm": format_perm, "mpich": format_mpich_rank_order,
+              "hydra": format_hydra_machinefile, "openmpi": format_openmpi_rankfile,
+              "slurm": format_slurm_hostfile}
+
+
+def write_launch_file(pe_of_task, topology: Topology, path: str, kind: str = "perm") -> None:
+    if kind not in FORMATTERS:
+        raise ValueError(f"unknown launch format {kind!r}; choose from {', '.join(LAUNCH_FORMATS)}")
+    text = FORMATTERS[kind](np.asarray(pe_of_task, dtype=np.int64), topology)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def read_perm(path: str) -> np.ndarray:
+    """Read a plain permutation file (one PE per line; ``#`` comments)."""
+    values = []
+    with open(path, encoding="utf-8") as fh:
+        for no, line in enumerate(fh, 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            try:
+                values.append(int(text))
+            except ValueError:
+                raise ValueError(f"{path}:{no}: expected one integer PE per line, got {text[:40]!r}") from None
+    if not values:
+        raise ValueError(f"{path}: empty mapping file")
+    return np.asarray(values, dtype=np.int64)

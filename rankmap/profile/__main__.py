@@ -1,0 +1,135 @@
+"""``python -m rankmap.profile [options] (app.py | -m module | -c cmd) [args]``
+
+Runs an unmodified mpi4py program under mpiexec and records its traffic
+(mirrors ``python -m mpi4py``: an exception in one rank aborts the whole job
+instead of hanging it, exit codes propagate).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+USAGE = """\
+usage: mpiexec -n P python -m rankmap.profile [options] (app.py | -m module | -c cmd) [args]
+
+options:
+  -o, --output FILE        trace file (default: <program>.rmtrace.npz); per-rank
+                           parts go to FILE.parts/ until rank 0 merges them
+  --collectives MODEL      how collectives are attributed to pairs:
+                           none | root | tree (default) | ring
+  --phase NAME             name of the phase recording starts in (default: main)
+  --paused                 start paused; the program calls MPI.Pcontrol(1) or
+                           rankmap.profile.resume() to begin
+  --no-topology            do not record the hosts' hwloc topology
+  --flush-interval SEC     rewrite the per-rank part files every SEC seconds
+                           (default 10; 0 = only at exit/SIGTERM/error)
+  -h, --help               show this help
+"""
+
+
+def parse(argv: list[str]) -> tuple[dict, str, str, list[str]]:
+    opts = {"output": None, "collectives": "tree", "phase": None, "paused": False,
+            "topology": True, "flush_interval": 10.0}
+    i = 0
+    valued = {"-o": "output", "--output": "output", "--collectives": "collectives",
+              "--phase": "phase", "--flush-interval": "flush_interval"}
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if arg in ("-h", "--help"):
+            print(USAGE)
+            raise SystemExit(0)
+        if arg in ("-m", "-c"):
+            if i + 1 >= len(argv):
+                raise SystemExit(f"rankmap.profile: {arg} needs an argument\n{USAGE}")
+            return opts, ("module" if arg == "-m" else "cmd"), argv[i + 1], argv[i + 2:]
+        if name in valued:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise SystemExit(f"rankmap.profile: {arg} needs a value")
+                value = argv[i + 1]
+                i += 1
+            key = valued[name]
+            opts[key] = float(value) if key == "flush_interval" else value
+        elif arg == "--paused":
+            opts["paused"] = True
+        elif arg == "--no-topology":
+            opts["topology"] = False
+        elif arg.startswith("-") and arg != "-":
+            raise SystemExit(f"rankmap.profile: unknown option {arg}\n{USAGE}")
+        else:
+            return opts, "path", arg, argv[i + 1:]
+        i += 1
+    raise SystemExit(f"rankmap.profile: no program given\n{USAGE}")
+
+
+def default_output(kind: str, target: str) -> str:
+    stem = {"path": Path(target).stem, "module": target.rsplit(".", 1)[-1], "cmd": "cmd"}[kind]
+    return f"{stem or 'program'}.rmtrace.npz"
+
+
+def run_program(kind: str, target: str, args: list[str]) -> None:
+    if kind == "path":
+        sys.argv = [target, *args]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+        runpy.run_path(target, run_name="__main__")
+    elif kind == "module":
+        sys.argv = [target, *args]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = ["-c", *args]
+        sys.path.insert(0, "")
+        exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})
+
+
+def main(argv=None) -> int:
+    opts, kind, target, args = parse(sys.argv[1:] if argv is None else argv)
+    from mpi4py import MPI
+
+    from . import _session, start, wrappers
+
+    if opts["collectives"] not in ("none", "root", "tree", "ring"):
+        raise SystemExit(f"rankmap.profile: unknown collective model {opts['collectives']!r}")
+    start(collectives=opts["collectives"], output=opts["output"] or default_output(kind, target),
+          topology=opts["topology"], flush_interval=opts["flush_interval"], write_at_exit=False)
+    session = _session()
+    session.meta["argv"] = [target, *args]
+    session.meta["program"] = target
+    if opts["phase"]:
+        session.recorder.set_phase(opts["phase"])
+    if opts["paused"]:
+        session.recorder.pause()
+    world = wrappers.original("COMM_WORLD")
+    try:
+        run_program(kind, target, args)
+    except SystemExit as exc:
+        code = exc.code
+        if code not in (None, 0):
+            if not isinstance(code, int):
+                print(code, file=sys.stderr)
+                code = 1
+            session.abandon("exit")
+            sys.stderr.flush()
+            if MPI.Is_finalized():
+                return code
+            world.Abort(code)
+    except BaseException:  # noqa: BLE001 - any failure must abort the job, not hang it
+        traceback.print_exc()
+        session.abandon("error")
+        sys.stderr.flush()
+        if not MPI.Is_finalized():
+            world.Abort(1)
+        return 1
+    path = session.finish()
+    if path is not None:
+        print(f"rankmap.profile: trace written to {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,350 @@
+"""``reorder_comm``: one collective call returns a communicator whose ranks are
+placed well on the machine the job runs on.
+
+New rank t takes over task t: the role that old rank t declared its traffic
+for, now on the slot chosen for it.  A program that derives its work from its
+rank (a domain decomposition, neighbour lists computed from the rank) just
+carries on with the new communicator: its neighbour lists, in task numbers,
+are new ranks.  Data a process already holds belongs to its old role;
+``newcomm.carry(obj)`` hands it to the process that now plays that role, and
+``newcomm.old_to_new(ranks)`` names processes across the two numberings.
+
+Safety: every step is agreed by all ranks before anyone goes on (``agree``);
+if anything fails on any rank, every rank returns a duplicate of the original
+communicator, ``newcomm.reorder.fallback`` is True and every rank warns with
+the same message.  The permutation is checked before ``Split``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from ..algorithms.label_swap import SwapRounds, refine_rounds, symmetric_rows
+from ..cost import mapping_cost
+from ..graph import CommGraph
+from ..mapping import validate_mapping
+from .agree import RankmapWarning, ReorderFailed, root_step, step
+from .exchange import MPIExchange
+from .placement import locate
+from .traffic import own_row
+
+#: above this many ranks the permutation is computed without gathering the
+#: graph on one rank (``distributed=None``)
+CENTRALISED_MAX = 4096
+
+
+@dataclass(frozen=True)
+class ReorderInfo:
+    """What ``reorder_comm`` did; identical on every rank except the ranks."""
+
+    fallback: bool          # True: the original order was kept because something failed
+    reason: str | None      # the failure (same text on every rank), else None
+    path: str               # "centralised", "distributed" or "none"
+    method: str             # mapping method and refinement used
+    J_before: float         # bytes x distance of the original order
+    J_after: float          # ... of the new order (== J_before on fallback)
+    old_rank: int
+    new_rank: int
+    rounds: int = 0         # distributed refinement rounds
+    swaps: int = 0          # pairs swapped by the distributed refinement
+    topology: str = ""      # "given" or "discovered"
+    time_s: float = 0.0
+
+    @property
+    def improvement(self) -> float:
+        """Fraction of J saved (0 when nothing changed)."""
+        return 1.0 - self.J_after / self.J_before if self.J_before else 0.0
+
+
+class _Reordered:
+    """Methods every reordered communicator has (mixed into mpi4py classes)."""
+
+    reorder: ReorderInfo
+    _old_group: MPI.Group
+
+    def old_to_new(self, old_ranks) -> np.ndarray:
+        """New ranks of the processes that had ``old_ranks``."""
+        return self._translate(self._old_group, old_ranks, into_new=True)
+
+    def new_to_old(self, new_ranks) -> np.ndarray:
+        """Old ranks of the processes that have ``new_ranks``."""
+        return self._translate(self._old_group, new_ranks, into_new=False)
+
+    def _translate(self, old_group, ranks, into_new: bool) -> np.ndarray:
+        new_group = self.Get_group()
+        try:
+            a, b = (old_group, new_group) if into_new else (new_group, old_group)
+            ranks = np.atleast_1d(np.asarray(ranks, dtype=np.int64))
+            return np.asarray(MPI.Group.Translate_ranks(a, ranks.tolist(), b), dtype=np.int64)
+        finally:
+            new_group.Free()
+
+    def carry(self, obj):
+        """Collective: give ``obj`` (this process's data for its old role) to
+        the process that now has that role; returns the data of the role this
+        process now plays."""
+        source = int(self.old_to_new([self.reorder.new_rank])[0])
+        return self.sendrecv(obj, dest=self.reorder.old_rank, source=source)
+
+
+class ReorderedComm(_Reordered, MPI.Intracomm):
+    """An ``Intracomm`` with ``.reorder`` (a ``ReorderInfo``)."""
+
+
+class ReorderedCartcomm(_Reordered, MPI.Cartcomm):
+    """A ``Cartcomm`` whose ranks really are reordered."""
+
+
+class ReorderedDistgraphcomm(_Reordered, MPI.Distgraphcomm):
+    """A ``Distgraphcomm`` whose ranks are reordered and whose neighbour lists
+    are those of the role each process now plays."""
+
+
+def _wrap(cls, new, base_comm, info: ReorderInfo):
+    out = cls(new)
+    out.reorder = info
+    out._old_group = base_comm.Get_group()
+    return out
+
+
+def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto",
+                 refine: str = "auto", distributed: bool | None = None, seed: int = 0,
+                 network=None, max_rounds: int = 50, min_improvement: float = 1e-4,
+                 options: dict | None = None) -> ReorderedComm:
+    """Collective over ``comm`` (default ``COMM_WORLD``): a new communicator
+    in which rank t sits on the slot chosen for task t.
+
+    ``traffic``: this rank's row ``(destinations, bytes)`` (or a dict, or a
+    length-P array), a ``CommGraph`` / sparse matrix / trace or graph file of
+    the whole job, ``"profile"`` (recorded so far in this run), or a function
+    returning one of those.  ``topology``: the slots, rank r on PE r (default:
+    discovered).  ``method``: a ``rankmap.map_tasks`` method for the
+    centralised path; ``refine``: "auto", "swap" (centralised swap
+    refinement), "rounds" (the distributed swap rounds), "none".
+    ``distributed``: None picks the distributed path above
+    ``CENTRALISED_MAX`` ranks; it starts from the current placement and no
+    rank holds more than its own row and its neighbours' slot labels.  The
+    settings of rank 0 are used on every rank.  Returns a ``ReorderedComm``
+    (an ``Intracomm``) with ``.reorder`` saying what happened.
+    """
+    comm = MPI.COMM_WORLD if comm is None else comm
+    start = time.perf_counter()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    settings = comm.bcast(dict(method=method, refine=refine, distributed=distributed, seed=seed,
+                               max_rounds=max_rounds, min_improvement=min_improvement,
+                               options=options or {}), root=0)
+    source = "given" if topology is not None else "discovered"
+    try:
+        row = step(comm, "reading the traffic", lambda: own_row(
+            _resolve_traffic(comm, traffic), rank, size))
+        place = locate(comm, topology, network)
+        if place.warning:
+            warnings.warn(f"rankmap.reorder_comm: {place.warning}", RankmapWarning, stacklevel=2)
+        use_distributed = settings["distributed"]
+        if use_distributed is None:
+            use_distributed = size > CENTRALISED_MAX
+        if use_distributed:
+            key, info = _distributed(comm, row, place, settings)
+        else:
+            key, info = _centralised(comm, row, place, settings)
+    except ReorderFailed as exc:
+        reason = str(exc)
+        warnings.warn(f"rankmap.reorder_comm: {reason}; keeping the original rank order",
+                      RankmapWarning, stacklevel=2)
+        info = ReorderInfo(True, reason, "none", "", float("nan"), float("nan"), rank, rank,
+                           topology=source, time_s=time.perf_counter() - start)
+        return _wrap(ReorderedComm, comm.Dup(), comm, info)
+    new = comm.Split(0, key)
+    info = ReorderInfo(False, None, info["path"], info["method"], info["J_before"], info["J_after"],
+                       rank, new.Get_rank(), info.get("rounds", 0), info.get("swaps", 0),
+                       place.source, time.perf_counter() - start)
+    return _wrap(ReorderedComm, new, comm, info)
+
+
+def _resolve_traffic(comm, traffic):
+    """Call a traffic function; turn "profile" into this rank's recorded row
+    in ranks of ``comm`` (the profiler counts COMM_WORLD ranks)."""
+    if callable(traffic):
+        traffic = traffic()
+    if not (isinstance(traffic, str) and traffic == "profile"):
+        return traffic
+    try:
+        from ..profile import recorded_row
+    except ImportError as exc:
+        raise ValueError("traffic='profile' needs the profiling layer (rankmap.profile), which is "
+                         f"not available: {exc}") from None
+    world_dst, nbytes, _messages = recorded_row(kind="p2p")
+    world = MPI.COMM_WORLD.Get_group()
+    group = comm.Get_group()
+    try:
+        dst = np.asarray(MPI.Group.Translate_ranks(world, np.asarray(world_dst).tolist(), group),
+                         dtype=np.int64)
+    finally:
+        world.Free()
+        group.Free()
+    inside = dst != MPI.UNDEFINED  # traffic to processes outside comm does not move
+    return dst[inside], np.asarray(nbytes, dtype=np.float64)[inside]
+
+
+# ------------------------------------------------------------ centralised
+
+
+def _centralised(comm, row, place, settings):
+    rows = comm.gather(row, root=0)
+    out = root_step(comm, "mapping", _map_on_root, rows, place.topology, settings)
+    task_of_pe, info = out if out is not None else (None, None)
+    info = comm.bcast(info, root=0)
+    key = comm.scatter(None if task_of_pe is None else task_of_pe.tolist(), root=0)
+    return key, info
+
+
+def _map_on_root(rows, topology, settings):
+    """Root: gather the sparse rows into a graph, map, refine, never worse
+    than the current order; returns (task on each slot, info)."""
+    from ..algorithms import map_tasks
+
+    size = len(rows)
+    lengths = [len(d) for d, _ in rows]
+    graph = CommGraph.from_edges(np.repeat(np.arange(size), lengths),
+                                 np.concatenate([d for d, _ in rows]),
+                                 np.concatenate([b for _, b in rows]), n=size)
+    current = np.arange(size)
+    j_before = mapping_cost(graph, topology, current)
+    mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"],
+                        **settings["options"])
+    pe, refined_by = refine_mapping(graph, topology, mapping.pe_of_task, settings["refine"],
+                                    settings["seed"])
+    name = settings["method"] + (f"+{refined_by}" if refined_by else "")
+    j_after = mapping_cost(graph, topology, pe)
+    if j_after > j_before:
+        pe, j_after, name = current, j_before, f"current order (kept: {name} found no better)"
+    validate_mapping(pe, graph, topology)
+    task_of_pe = np.empty(size, dtype=np.int64)
+    task_of_pe[pe] = np.arange(size)
+    return task_of_pe, {"path": "centralised", "method": name, "J_before": j_before, "J_after": j_after}
+
+
+def refine_mapping(graph, topology, pe, refine, seed) -> tuple[np.ndarray, str]:
+    """Apply the chosen refinement to a one-to-one mapping; returns the new
+    mapping and the name of what ran ("" for none)."""
+    if refine in (None, False, "none"):
+        return pe, ""
+    if refine not in ("auto", "swap", "rounds"):
+        raise ValueError(f"refine must be 'auto', 'swap', 'rounds' or 'none', not {refine!r}")
+    if refine in ("auto", "swap"):
+        try:
+            from ..algorithms.refine import swap_refine
+        except ImportError:
+            if refine == "swap":
+                raise ValueError("refine='swap' needs rankmap.algorithms.refine.swap_refine") from None
+        else:
+            return np.asarray(swap_refine(graph, topology, pe, depth=2, seed=seed, time_limit=None,
+                                          eps=None), dtype=np.int64), "swap"
+    return refine_rounds(graph, topology, pe, seed=seed)[0], "rounds"
+
+
+# ------------------------------------------------------------ distributed
+
+
+def _distributed(comm, row, place, settings):
+    """Swap rounds across the ranks, starting from the current placement:
+    each rank holds its own row and its neighbours' slot labels only."""
+    rank = comm.Get_rank()
+    ex = MPIExchange(comm, comm.Get_size())
+    dst, nbytes = row
+    rows = step(comm, "building the traffic rows", symmetric_rows, np.array([rank]),
+                np.array([0, len(dst)]), dst, nbytes, ex)
+    rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"])
+    res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
+               min_improvement=settings["min_improvement"])
+    # task `rank` now runs on the slot of rank res.labels.pe[0]: tell that rank
+    got = ex.exchange(res.labels.pe[:1], np.array([[rank]], dtype=np.float64))
+
+    def one_key():
+        if got.shape[0] != 1:
+            raise RuntimeError(f"the new order is not a permutation: {got.shape[0]} tasks chose "
+                               "this rank's slot")
+        return int(got[0, 0])
+
+    key = step(comm, "checking the permutation", one_key)
+    return key, {"path": "distributed", "method": "distributed swap rounds",
+                 "J_before": res.J_before, "J_after": res.J_after, "rounds": res.rounds,
+                 "swaps": res.swaps}
+
+
+# ------------------------------------------------------------- variants
+
+
+def cart_row(dims, periods, rank: int, weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """Traffic row of ``rank`` in a Cartesian grid (row-major ranks as in
+    ``MPI_Cart_create``): ``weights[d]`` bytes to each neighbour along d."""
+    dims = [int(d) for d in dims]
+    weights = np.ones(len(dims)) if weights is None else np.asarray(weights, dtype=np.float64)
+    coords = list(np.unravel_index(rank, dims))
+    dst, nbytes = [], []
+    for d, (n, periodic) in enumerate(zip(dims, periods)):
+        for step_ in (-1, 1):
+            c = coords[d] + step_
+            if periodic:
+                c %= n
+            elif not 0 <= c < n:
+                continue
+            nb = list(coords)
+            nb[d] = c
+            dst.append(int(np.ravel_multi_index(nb, dims)))
+            nbytes.append(float(weights[d]))
+    return np.asarray(dst, dtype=np.int64), np.asarray(nbytes)
+
+
+def reorder_cart(comm=None, dims=(0, 0), periods=None, *, weights=None,
+                 **kwargs) -> ReorderedCartcomm:
+    """``Create_cart(dims, periods, reorder=True)`` that really reorders:
+    ranks are placed for nearest-neighbour traffic (``weights[d]`` bytes per
+    neighbour along dimension d), then the Cartesian communicator is built
+    on the new order.  Zeros in ``dims`` are filled by ``MPI.Compute_dims``."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    dims = MPI.Compute_dims(comm.Get_size(), list(dims))
+    periods = [False] * len(dims) if periods is None else [bool(p) for p in periods]
+    if int(np.prod(dims)) != comm.Get_size() or len(periods) != len(dims):
+        raise ValueError(f"dims {dims} / periods {periods} do not fit {comm.Get_size()} ranks")
+    base = reorder_comm(comm, traffic=lambda: cart_row(dims, periods, comm.Get_rank(), weights),
+                        **kwargs)
+    try:
+        cart = base.Create_cart(dims, periods, reorder=False)
+    finally:
+        base.Free()
+    return _wrap(ReorderedCartcomm, cart, comm, base.reorder)
+
+
+def reorder_dist_graph(comm, sources, destinations, sourceweights=None, destweights=None, *,
+                       info=None, **kwargs) -> ReorderedDistgraphcomm:
+    """``Create_dist_graph_adjacent(..., reorder=True)`` that really reorders
+    and gets the neighbours right: this rank's outgoing edges (weights =
+    bytes, 1 each when absent) are its traffic; after reordering each process
+    gets the adjacency of the role it now plays, whose ranks are new ranks.
+    Weights given for one direction only get weight 1 in the other."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    dst = np.asarray(destinations, dtype=np.int64)
+    unweighted = destweights is None or destweights is MPI.UNWEIGHTED
+    w = np.ones(len(dst)) if unweighted else np.asarray(destweights, dtype=np.float64)
+    base = reorder_comm(comm, traffic=(dst, w), **kwargs)
+    try:
+        def plain(weights):  # MPI.UNWEIGHTED does not survive pickling
+            return None if weights is None or weights is MPI.UNWEIGHTED else list(weights)
+
+        sw, dw = plain(sourceweights), plain(destweights)
+        if (sw is None) != (dw is None):  # MPI wants both or neither
+            sw = [1] * len(sources) if sw is None else sw
+            dw = [1] * len(destinations) if dw is None else dw
+        src, dsts, sw, dw = base.carry((list(sources), list(destinations), sw, dw))
+        graph = base.Create_dist_graph_adjacent(src, dsts, sourceweights=sw, destweights=dw,
+                                                info=MPI.INFO_NULL if info is None else info,
+                                                reorder=False)
+    finally:
+        base.Free()
+    return _wrap(ReorderedDistgraphcomm, graph, comm, base.reorder)

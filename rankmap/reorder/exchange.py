@@ -1,0 +1,59 @@
+"""The MPI transport of the distributed swap rounds (``label_swap``).
+
+Records (rows of float64) go to the owners of the tasks they concern with one
+``Alltoall`` of counts and one ``Alltoallv``: every rank calls the same
+collectives in the same order whatever it sends, so the rounds cannot
+deadlock.  The counts array is O(P) integers per rank, the only per-rank state
+that grows with P beside the rank's own rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from ..algorithms.label_swap import block_owner
+
+
+class MPIExchange:
+    """Tasks spread over the ranks of ``comm`` in blocks (``block_owner``)."""
+
+    def __init__(self, comm, n_tasks: int):
+        self.comm = comm
+        self.size = comm.Get_size()
+        self.rank = comm.Get_rank()
+        self.n_tasks = n_tasks
+        self.peak_bytes = 0  # largest send + receive buffer of one exchange
+
+    def owner(self, tasks) -> np.ndarray:
+        return block_owner(tasks, self.n_tasks, self.size)
+
+    def exchange(self, dest, records: np.ndarray) -> np.ndarray:
+        """Send row i of ``records`` to rank ``dest[i]``; return the rows
+        received (ordered by source rank: callers sort by key anyway)."""
+        records = np.asarray(records, dtype=np.float64)
+        width = records.shape[1] if records.ndim == 2 and records.shape[1] else 1
+        dest = np.asarray(dest, dtype=np.int64)
+        order = np.argsort(dest, kind="stable")
+        send = np.ascontiguousarray(records[order]).ravel()
+        send_counts = (np.bincount(dest, minlength=self.size) * width).astype(np.int32)
+        recv_counts = np.empty(self.size, dtype=np.int32)
+        self.comm.Alltoall(send_counts, recv_counts)
+        send_displ = np.concatenate([[0], np.cumsum(send_counts)[:-1]]).astype(np.int32)
+        recv_displ = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int32)
+        recv = np.empty(int(recv_counts.sum()), dtype=np.float64)
+        self.comm.Alltoallv([send, (send_counts, send_displ), MPI.DOUBLE],
+                            [recv, (recv_counts, recv_displ), MPI.DOUBLE])
+        self.peak_bytes = max(self.peak_bytes, send.nbytes + recv.nbytes + 4 * send_counts.nbytes)
+        return recv.reshape(-1, width)
+
+    def allreduce(self, values) -> np.ndarray:
+        send = np.asarray(values, dtype=np.float64)
+        out = np.empty_like(send)
+        self.comm.Allreduce(send, out, op=MPI.SUM)
+        return out
+
+    def first_error(self, message: str | None) -> str | None:
+        """Collective: the message of the lowest rank that has one."""
+        first = self.comm.allreduce(self.rank if message is not None else self.size, op=MPI.MIN)
+        return None if first == self.size else self.comm.bcast(message, root=first)

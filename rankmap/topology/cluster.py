@@ -1,0 +1,384 @@
+"""Multi-node machines: node trees under network levels, the slots a job
+actually runs on, and the host lists users already have (MPI hostfiles,
+Slurm nodelists, a small cluster description file).
+
+Network levels are given innermost first like hierarchy strings:
+``network_arities=(4, 2)`` puts 4 nodes under each switch and 2 switches
+under each rack, ``network_distances=(100, 400)`` their distances.  When the
+nodes do not fit under one top group, one more distance (for the level
+joining the top groups) is needed; without any network distances the
+defaults are ``DEFAULT_NETWORK_DISTANCE * 4**level``.
+
+Slots: ``restrict_to_slots(topology, pes)`` keeps the PEs where processes
+run, one entry of ``pes`` per process, distances unchanged; a PE listed m
+times becomes m slots at distance 0.  The restricted topology numbers its PEs
+in tree order, i.e. in increasing original PE id (repeated PEs adjacent, in
+process order): process i sits on PE ``slot_of_process(pes)[i]`` of it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from .levels import merge_structureless_levels
+from .tree import Topology, TreeNode
+
+DEFAULT_NETWORK_DISTANCE = 100.0
+NETWORK_KINDS = ("switch", "rack")
+
+
+# ------------------------------------------------------------ tree surgery
+def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) -> TreeNode:
+    """TreeNode copy of ``topology``; with ``slots_per_pe``, only subtrees
+    holding a slot are kept and a PE with m > 1 slots becomes a node of m
+    slot leaves at distance 0."""
+    if slots_per_pe is None:
+        slots_per_pe = np.ones(topology.n_pes, dtype=np.int64)
+    used = np.concatenate([[0], np.cumsum(slots_per_pe > 0)])
+    keep = used[topology.leaf_stop] - used[topology.leaf_start] > 0
+    pe_of_node = np.full(topology.n_nodes, -1, dtype=np.int64)
+    pe_of_node[topology.leaf_of_pe] = np.arange(topology.n_pes)
+    made: list[TreeNode | None] = [None] * topology.n_nodes
+    for n in range(topology.n_nodes - 1, -1, -1):  # children before parents
+        if not keep[n]:
+            continue
+        kind, name = topology.node_kind[n], topology.node_name[n]
+        pe = pe_of_node[n]
+        if pe >= 0:
+            os_index = int(topology.pe_os_index[pe])
+            os_index = None if os_index < 0 else os_index
+            m = int(slots_per_pe[pe])
+            children = [TreeNode("slot", os_index=os_index) for _ in range(m)] if m > 1 else []
+            made[n] = TreeNode(kind, 0.0, children, os_index, name)
+        else:
+            children = [made[c] for c in topology.children(n).tolist() if made[c] is not None]
+            made[n] = TreeNode(kind, float(topology.node_distance[n]), children, None, name)
+    return made[0]
+
+
+def restrict_to_slots(topology: Topology, pes) -> Topology:
+    """The topology the algorithms see for a job whose process i runs on PE
+    ``pes[i]``: only those PEs, distances unchanged, a PE listed m times as m
+    slots at distance 0, levels left without structure merged.  PE j of the
+    result is the j-th smallest entry of ``pes`` (ties in process order); use
+    ``slot_of_process(pes)`` for the PE of each process."""
+    pes = _check_pes(topology, pes)
+    counts = np.bincount(pes, minlength=topology.n_pes)
+    return Topology(merge_structureless_levels(_to_treenodes(topology, counts)))
+
+
+def slot_of_process(pes) -> np.ndarray:
+    """PE of the restricted topology (``restrict_to_slots(t, pes)``) where
+    process i runs."""
+    pes = np.asarray(pes, dtype=np.int64)
+    out = np.empty(len(pes), dtype=np.int64)
+    out[np.argsort(pes, kind="stable")] = np.arange(len(pes))
+    return out
+
+
+def _check_pes(topology: Topology, pes) -> np.ndarray:
+    arr = np.asarray(pes)
+    if arr.ndim != 1 or len(arr) == 0:
+        raise ValueError("slots: need a non-empty list of PE ids, one per process")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError("slots: PE ids must be integers")
+    arr = arr.astype(np.int64)
+    bad = arr[(arr < 0) | (arr >= topology.n_pes)]
+    if len(bad):
+        raise ValueError(f"slots: PE {int(bad[0])} is not in this topology (PEs 0..{topology.n_pes - 1})")
+    return arr
+
+
+# ------------------------------------------------------------- composition
+def compose_cluster(nodes, network_arities=(), network_distances=()) -> Topology:
+    """One topology for several nodes: ``nodes`` is a list of
+    ``(hostname, Topology)`` (heterogeneous nodes allowed), placed in order
+    under the network levels (see module docstring)."""
+    nodes = list(nodes)
+    if not nodes:
+        raise ValueError("a cluster needs at least one node")
+    arities = [int(a) for a in network_arities]
+    dists = [float(d) for d in network_distances]
+    if any(a < 1 for a in arities):
+        raise ValueError(f"network {':'.join(map(str, arities))}: arities must be >= 1")
+    if any(d < 0 for d in dists):
+        raise ValueError("network distances must be non-negative")
+    if not dists:
+        dists = [DEFAULT_NETWORK_DISTANCE * 4.0 ** i for i in range(len(arities) + 1)]
+    elif len(dists) not in (len(arities), len(arities) + 1):
+        raise ValueError(f"{len(arities)} network levels need {len(arities)} distances "
+                         f"(or {len(arities) + 1} with a top level joining the groups), got {len(dists)}")
+    seen: set[str] = set()
+    level: list[TreeNode] = []
+    for host, topo in nodes:
+        host = str(host)
+        if host in seen:
+            raise ValueError(f"host {host!r} listed twice in the cluster")
+        seen.add(host)
+        root = _to_treenodes(topo)
+        root.name = host
+        level.append(root)
+    for i, arity in enumerate(arities):
+        kind = NETWORK_KINDS[i] if i < len(NETWORK_KINDS) else "network"
+        level = [TreeNode(kind, dists[i], level[j:j + arity]) for j in range(0, len(level), arity)]
+    if len(level) > 1:
+        if len(dists) == len(arities):
+            cap = int(np.prod(arities)) if arities else 1
+            raise ValueError(f"{len(nodes)} nodes do not fit under network "
+                             f"{':'.join(map(str, arities)) or '(none)'} (at most {cap}); "
+                             "give one more network distance for the level joining the top groups")
+        level = [TreeNode("network", dists[len(arities)], level)]
+    return Topology(merge_structureless_levels(level[0]))
+
+
+def parse_network(arities: str, distances: str = "") -> tuple[list[int], list[float]]:
+    """``"4:2"``, ``"100:400"`` -> ``([4, 2], [100.0, 400.0])`` (distances
+    may be empty, or have one more entry than the arities)."""
+    def numbers(text, what, cast):
+        if not text:
+            return []
+        try:
+            return [cast(x) for x in text.replace(",", ":").split(":")]
+        except ValueError:
+            raise ValueError(f"{what} {text!r}: expected numbers separated by ':' (e.g. 4:2)") from None
+    return numbers(arities, "network", int), numbers(distances, "network distances", float)
+
+
+# --------------------------------------------------------- host list input
+def expand_nodelist(text: str) -> list[str]:
+    """Slurm nodelist -> host names: ``"node[01-03,07],gpu[1-2]-ib,login"``
+    -> node01 node02 node03 node07 gpu1-ib gpu2-ib login (zero padding
+    kept, several bracket groups multiply out)."""
+    hosts: list[str] = []
+    for item in _split_top_level(text.strip()):
+        parts = re.split(r"(\[[^\]]*\])", item)
+        names = [""]
+        for part in parts:
+            if part.startswith("["):
+                choices = _expand_range(part[1:-1], text)
+                names = [n + c for n in names for c in choices]
+            elif "[" in part or "]" in part:
+                raise ValueError(f"nodelist {text!r}: unbalanced brackets")
+            else:
+                names = [n + part for n in names]
+        hosts.extend(names)
+    if not hosts:
+        raise ValueError(f"nodelist {text!r}: no host")
+    return hosts
+
+
+def _split_top_level(text: str) -> list[str]:
+    items, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if depth < 0 or depth > 1:
+            raise ValueError(f"nodelist {text!r}: unbalanced brackets")
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if depth:
+        raise ValueError(f"nodelist {text!r}: unbalanced brackets")
+    items.append(cur)
+    return [i.strip() for i in items if i.strip()]
+
+
+def _expand_range(spec: str, text: str) -> list[str]:
+    out = []
+    for part in spec.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"nodelist {text!r}: bad range {part.strip()!r} (expected e.g. 01-04)")
+        if not sep:
+            out.append(lo)
+            continue
+        if int(hi) < int(lo):
+            raise ValueError(f"nodelist {text!r}: range {part.strip()!r} runs backwards")
+        out.extend(str(v).zfill(len(lo)) for v in range(int(lo), int(hi) + 1))
+    return out
+
+
+def parse_hostfile(path) -> list[tuple[str, int | None]]:
+    """Read an MPI hostfile; see ``parse_hostfile_text``."""
+    return parse_hostfile_text(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def parse_hostfile_text(text: str, label: str = "<hostfile>") -> list[tuple[str, int | None]]:
+    """MPI hostfile -> ``[(host, slots), ...]`` in file order.
+
+    Lines ``host``, ``host slots=N [max_slots=M ...]`` (Open MPI) and
+    ``host:N`` (MPICH); ``#`` starts a comment.  ``slots`` is None when the
+    line gives no count (use every PE of the host).  A host listed twice gets
+    the sum of its slots.
+    """
+    order: dict[str, int | None] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        tokens = line.split()
+        host, slots = tokens[0], None
+        if ":" in host:
+            host, _, count = host.partition(":")
+            slots = _positive(count, label, lineno)
+        for tok in tokens[1:]:
+            key, sep, value = tok.partition("=")
+            if key == "slots" and sep:
+                slots = _positive(value, label, lineno)
+            elif not sep:
+                raise ValueError(f"{label}:{lineno}: unexpected {tok!r} (expected 'host slots=N' or 'host:N')")
+        if not host:
+            raise ValueError(f"{label}:{lineno}: missing host name")
+        if host in order:
+            prev = order[host]
+            order[host] = None if prev is None or slots is None else prev + slots
+        else:
+            order[host] = slots
+    if not order:
+        raise ValueError(f"{label}: hostfile lists no host")
+    return list(order.items())
+
+
+def _positive(text: str, label: str, lineno: int) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"{label}:{lineno}: slot count {text!r} is not a positive integer")
+    return int(text)
+
+
+def host_slot_pes(topology: Topology, slots: list[tuple[str, int | None]]) -> list[int]:
+    """PEs for ``[(host, slots), ...]`` filled the way MPI binds ranks by
+    default: host after host, on each host one PE per core before the second
+    hardware thread of any core, cycling (oversubscribing) when slots exceed
+    PEs; ``None`` slots = every PE of the host."""
+    out: list[int] = []
+    parent = topology.parent[topology.leaf_of_pe]
+    smt = np.zeros(topology.n_pes, dtype=np.int64)
+    for p in range(topology.n_pes):
+        par = parent[p]
+        if par >= 0 and "core" in topology.node_kind[par].split("+"):
+            smt[p] = p - topology.leaf_start[par]
+    for host, count in slots:
+        pes = np.flatnonzero(topology.pe_host == host)
+        if len(pes) == 0:
+            raise ValueError(f"host {host!r} is not in the topology (hosts: "
+                             f"{', '.join(topology.hosts()[:5])}...)")
+        order = pes[np.lexsort((pes, smt[pes]))]
+        n = len(order) if count is None else count
+        out.extend(order[np.arange(n) % len(order)].tolist())
+    return out
+
+
+# ------------------------------------------------------ cluster description
+def cluster_from_xmls(xmls, hosts=None, network_arities=(), network_distances=(),
+                      distances=None) -> Topology:
+    """Cluster of hwloc XML nodes.  ``xmls``: files or directories (all
+    ``*.xml`` in them, sorted).  With ``hosts``, one XML serves every host or
+    there is one XML per host; without, host names come from the XMLs."""
+    from .hwloc import read_hwloc_xml
+
+    files: list[Path] = []
+    for x in xmls:
+        p = Path(x)
+        if p.is_dir():
+            found = sorted(p.glob("*.xml"))
+            if not found:
+                raise ValueError(f"{p}: no *.xml file in this directory")
+            files.extend(found)
+        else:
+            files.append(p)
+    if not files:
+        raise ValueError("no node XML given")
+    trees = [read_hwloc_xml(f, distances) for f in files]
+    if hosts is None:
+        hosts = [t.hosts()[0] if len(t.hosts()) == 1 else f.name.split(".")[0]
+                 for t, f in zip(trees, files)]
+    elif len(trees) == 1:
+        trees = trees * len(hosts)
+    elif len(trees) != len(hosts):
+        raise ValueError(f"{len(hosts)} hosts but {len(trees)} node XMLs (give one XML for all "
+                         "hosts or one per host)")
+    return compose_cluster(list(zip(hosts, trees)), network_arities, network_distances)
+
+
+def read_cluster_file(path) -> Topology:
+    """Read a cluster description file (first word ``cluster``)::
+
+        cluster
+        xml compute.xml                  # default node XML, relative to this file
+        nodes node[01-16]                # Slurm nodelist, uses the default XML
+        nodes bigmem[1-2] xml=bigmem.xml # nodes with their own XML
+        hostfile hosts.txt               # hosts and slots of an MPI hostfile
+        network 4:2 distances 100:400    # nodes per switch, switches per rack
+        level-distances core=2,package=20
+
+    With a ``hostfile`` line the topology is restricted to its slots (in
+    hostfile order, see ``host_slot_pes``).
+    """
+    from .hwloc import read_hwloc_xml
+
+    path = Path(path)
+    base = path.parent
+    default_xml: Path | None = None
+    members: list[tuple[str, Path | None, int]] = []
+    slots: list[tuple[str, int | None]] | None = None
+    network: tuple[list[int], list[float]] = ([], [])
+    level_distances = None
+    started = False
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        tokens = raw.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        where = f"{path}:{lineno}"
+        key, args = tokens[0], tokens[1:]
+        if not started:
+            if key != "cluster" or args:
+                raise ValueError(f"{where}: a cluster file starts with the line 'cluster'")
+            started = True
+            continue
+        opts = dict(a.split("=", 1) for a in args if "=" in a and a.startswith("xml="))
+        plain = [a for a in args if not a.startswith("xml=")]
+        xml = base / opts["xml"] if "xml" in opts else None
+        if key == "xml" and len(plain) == 1 and not opts:
+            default_xml = base / plain[0]
+        elif key == "nodes" and len(plain) == 1:
+            members += [(h, xml, lineno) for h in _at(where, expand_nodelist, plain[0])]
+        elif key == "hostfile" and len(plain) == 1:
+            entries = _at(where, parse_hostfile, base / plain[0])
+            members += [(h, xml, lineno) for h, _ in entries]
+            slots = (slots or []) + entries
+        elif key == "network" and len(plain) in (1, 3) and (len(plain) == 1 or plain[1] == "distances"):
+            network = _at(where, parse_network, plain[0], plain[2] if len(plain) == 3 else "")
+        elif key == "level-distances" and len(plain) == 1:
+            level_distances = plain[0]
+        else:
+            raise ValueError(f"{where}: cannot read {raw.strip()!r} (lines: xml FILE, nodes NODELIST "
+                             "[xml=FILE], hostfile FILE [xml=FILE], network A:B [distances D1:D2], "
+                             "level-distances KIND=D,...)")
+    if not members:
+        raise ValueError(f"{path}: cluster file lists no node ('nodes NODELIST' or 'hostfile FILE')")
+    cache: dict[Path, Topology] = {}
+    nodes = []
+    for host, xml, lineno in members:
+        xml = xml or default_xml
+        if xml is None:
+            raise ValueError(f"{path}:{lineno}: no XML for host {host!r} (add 'xml FILE' or xml=FILE)")
+        if xml not in cache:
+            cache[xml] = read_hwloc_xml(xml, level_distances)
+        nodes.append((host, cache[xml]))
+    try:
+        topo = compose_cluster(nodes, *network)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    return topo if slots is None else restrict_to_slots(topo, host_slot_pes(topo, slots))
+
+
+def _at(where: str, fn, *args):
+    try:
+        return fn(*args)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None

@@ -1,0 +1,357 @@
+"""The trace file: what a profiled MPI run sent, and where it ran.
+
+File convention: ``NAME.rmtrace.npz``, a plain numpy ``.npz`` (zip of
+``.npy`` arrays; ``numpy.load`` reads it without rankmap), format version 1:
+
+``rankmap_trace``   uint8 array holding UTF-8 JSON metadata: ``format``
+                    ("rankmap-trace"), ``version``, ``nranks``, ``phases``
+                    (names, index = phase id), ``hosts`` (distinct host names),
+                    ``host_topology_xml`` (host -> hwloc XML or null),
+                    ``statuses`` (names, index = status id), ``collectives``
+                    (model), ``mpi`` (library, version), ``argv``, ``program``.
+``ranks``           the COMM_WORLD ranks this file covers (int64)
+``rank_host``       host id of each covered rank (index into ``hosts``)
+``rank_status``     status id: complete, error, signal, exit, flushed (the
+                    last periodic flush of a rank that never finished)
+``rank_t_start``, ``rank_t_end``   Unix times per covered rank
+``binding_ptr``, ``binding_cpus``  CSR list of each covered rank's CPU set
+``{kind}_src``, ``{kind}_dst``, ``{kind}_phase``, ``{kind}_bytes``,
+``{kind}_msgs``     sparse traffic for kind in p2p, collective, rma: world
+                    ranks, phase id, bytes (float64: collective models may
+                    split bytes), message count.  ``dst = -1`` is traffic to
+                    processes outside COMM_WORLD.
+
+A run leaves one part file per rank, ``NAME.rmtrace.npz.parts/rankNNNNNN
+.rmtrace.npz``, each a trace covering one rank; rank 0 merges them into
+``NAME.rmtrace.npz`` at the end.  ``read_trace`` accepts the merged file, a
+parts directory, or a part; ``merge_traces`` joins traces over disjoint ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+FORMAT = "rankmap-trace"
+VERSION = 1
+SUFFIX = ".rmtrace.npz"
+PARTS_SUFFIX = ".parts"
+KINDS = ("p2p", "collective", "rma")
+STATUSES = ("complete", "error", "signal", "exit", "flushed")
+_FIELDS = ("src", "dst", "phase", "bytes", "msgs")
+_MARKER = "rankmap_trace"
+
+
+class RankInfo(NamedTuple):
+    """Where and how one rank ran."""
+
+    host: str | None
+    binding: list
+    status: str
+    t_start: float
+    t_end: float
+
+
+@dataclass
+class Trace:
+    """A (possibly partial) recorded run: per-kind COO traffic plus metadata.
+
+    ``info`` maps each COMM_WORLD rank whose own record is present to its
+    ``RankInfo``; ``hosts``, ``bindings``, ``status`` are per-rank lists
+    (``nranks`` entries, None where a rank's record is missing).
+    """
+
+    nranks: int
+    edges: dict            # kind -> {"src","dst","phase","bytes","msgs"} arrays
+    phases: list
+    info: dict             # rank -> RankInfo
+    host_topology_xml: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def ranks(self) -> np.ndarray:
+        return np.array(sorted(self.info), dtype=np.int64)
+
+    def _per_rank(self, attr):
+        out = [None] * self.nranks
+        for r, i in self.info.items():
+            out[r] = getattr(i, attr)
+        return out
+
+    @property
+    def hosts(self) -> list:
+        return self._per_rank("host")
+
+    @property
+    def bindings(self) -> list:
+        return self._per_rank("binding")
+
+    @property
+    def status(self) -> list:
+        return self._per_rank("status")
+
+    @property
+    def missing_ranks(self) -> np.ndarray:
+        have = np.zeros(self.nranks, dtype=bool)
+        have[self.ranks] = True
+        return np.flatnonzero(~have)
+
+    def _select(self, kind: str, phase):
+        kinds = {"p2p": ("p2p", "rma"), "collective": ("collective",), "rma": ("rma",),
+                 "all": KINDS}.get(kind)
+        if kinds is None:
+            raise ValueError(f"unknown traffic kind {kind!r}: choose p2p, collective, rma or all")
+        cols = {f: np.concatenate([self.edges[k][f] for k in kinds]) for f in _FIELDS}
+        keep = cols["dst"] >= 0
+        if phase is not None:
+            if phase not in self.phases:
+                raise ValueError(f"{self.source or 'trace'}: no phase {phase!r} "
+                                 f"(phases: {', '.join(self.phases) or 'none'})")
+            keep &= cols["phase"] == self.phases.index(phase)
+        return {f: v[keep] for f, v in cols.items()}
+
+    def graph(self, kind: str = "p2p", phase: str | None = None):
+        """The communication graph over COMM_WORLD ranks.
+
+        ``kind``: ``p2p`` (point-to-point and one-sided), ``collective`` (as
+        the recorded collective model attributed it), ``rma`` or ``all``;
+        ``phase``: one phase, or None for the whole run.
+        """
+        from .graph import CommGraph
+
+        c = self._select(kind, phase)
+        name = Path(self.source).name.removesuffix(SUFFIX) if self.source else ""
+        return CommGraph.from_edges(c["src"], c["dst"], c["bytes"], n=self.nranks,
+                                    messages=c["msgs"].astype(np.float64), name=name)
+
+    def external_bytes(self) -> float:
+        """Bytes sent to processes outside COMM_WORLD (spawned/connected)."""
+        return float(sum(e["bytes"][e["dst"] < 0].sum() for e in self.edges.values()))
+
+    def topology(self):
+        """The machine the job ran on, restricted to the ranks' slots, or None.
+
+        Needs every host's hwloc XML (recorded at run time) and rankmap's
+        hwloc/cluster readers.  Slots: the first CPU of each rank's binding
+        when the bindings are distinct, else every CPU the ranks may run on.
+        """
+        return self.topology_and_placement()[0]
+
+    def topology_and_placement(self):
+        """``(topology, pe_of_rank)``: the job's machine as ``topology()``,
+        and the PE each rank ran on in it when the ranks were bound to
+        distinct CPUs (else None: unbound ranks have no single PE)."""
+        try:
+            from .topology.cluster import compose_cluster, restrict_to_slots, slot_of_process
+            from .topology.hwloc import read_hwloc_xml
+        except ImportError:
+            return None, None
+        hosts, bindings = self.hosts, self.bindings
+        order = [h for h in dict.fromkeys(hosts) if h is not None]
+        if not order or any(self.host_topology_xml.get(h) is None for h in order):
+            return None, None
+        if any(b is None for b in bindings):
+            return None, None
+        try:
+            trees = [(h, read_hwloc_xml(self.host_topology_xml[h])) for h in order]
+            topo = compose_cluster(trees) if len(trees) > 1 else trees[0][1]
+        except (ValueError, OSError):
+            return None, None
+        pe_of = {(h, int(os_i)): pe for pe, (h, os_i) in
+                 enumerate(zip(_pe_hosts(topo, order), topo.pe_os_index))}
+        distinct = len({(h, tuple(b)) for h, b in zip(hosts, bindings)}) == self.nranks
+        try:
+            if distinct:
+                rank_pes = np.asarray([pe_of[(h, b[0])] for h, b in zip(hosts, bindings)], dtype=np.int64)
+                return restrict_to_slots(topo, rank_pes), slot_of_process(rank_pes)
+            pes = sorted({pe_of[(h, c)] for h, b in zip(hosts, bindings) for c in b})
+        except KeyError:
+            return None, None
+        return restrict_to_slots(topo, np.asarray(pes, dtype=np.int64)), None
+
+    # ----------------------------------------------------------------- I/O
+    def write(self, path) -> Path:
+        """Write atomically (temp file + rename): a reader never sees half a file."""
+        path = Path(path)
+        meta = dict(self.meta)
+        hosts = sorted({i.host for i in self.info.values() if i.host is not None})
+        meta.update(format=FORMAT, version=VERSION, nranks=int(self.nranks), phases=list(self.phases),
+                    hosts=hosts, statuses=list(STATUSES),
+                    host_topology_xml={h: self.host_topology_xml.get(h) for h in hosts})
+        ranks = self.ranks
+        infos = [self.info[r] for r in ranks]
+        binds = [i.binding or [] for i in infos]
+        arrays = {
+            _MARKER: np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            "ranks": ranks,
+            "rank_host": np.array([hosts.index(i.host) if i.host is not None else -1 for i in infos],
+                                  dtype=np.int32),
+            "rank_status": np.array([STATUSES.index(i.status) for i in infos], dtype=np.int8),
+            "rank_t_start": np.array([i.t_start for i in infos], dtype=np.float64),
+            "rank_t_end": np.array([i.t_end for i in infos], dtype=np.float64),
+            "binding_ptr": np.concatenate([[0], np.cumsum([len(b) for b in binds])]).astype(np.int64),
+            "binding_cpus": np.array([c for b in binds for c in b], dtype=np.int32),
+        }
+        for kind in KINDS:
+            e = self.edges[kind]
+            arrays.update({f"{kind}_src": e["src"].astype(np.int32), f"{kind}_dst": e["dst"].astype(np.int32),
+                           f"{kind}_phase": e["phase"].astype(np.int32),
+                           f"{kind}_bytes": e["bytes"].astype(np.float64),
+                           f"{kind}_msgs": e["msgs"].astype(np.int64)})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        os.replace(tmp, path)
+        return path
+
+
+def _pe_hosts(topo, order):
+    hosts = getattr(topo, "pe_host", None)
+    if hosts is None or len(order) == 1:
+        return [order[0]] * len(topo.pe_os_index)
+    return list(hosts)
+
+
+# --------------------------------------------------------------------- reading
+def is_trace(path) -> bool:
+    """True for a trace file, a part file, or a directory of part files."""
+    p = Path(path)
+    if p.is_dir():
+        return any(p.glob("*" + SUFFIX))
+    if not p.is_file() or not zipfile.is_zipfile(p):
+        return False
+    with zipfile.ZipFile(p) as z:
+        return _MARKER + ".npy" in z.namelist()
+
+
+def read_trace(path, *, warn_missing: bool = True) -> Trace:
+    """Read a merged trace, a part file, or a parts directory (merged on the
+    fly; missing ranks are reported by name in a warning and in
+    ``Trace.missing_ranks``)."""
+    p = Path(path)
+    if p.is_dir():
+        parts = sorted(p.glob("*" + SUFFIX))
+        if not parts:
+            raise ValueError(f"{p}: no {SUFFIX} files in this directory")
+        trace = merge_traces([_read_file(f) for f in parts])
+        trace.source = str(p)
+    else:
+        trace = _read_file(p)
+    if warn_missing and len(trace.missing_ranks):
+        warnings.warn(missing_report(trace), stacklevel=2)
+    return trace
+
+
+def missing_report(trace: Trace) -> str:
+    miss = trace.missing_ranks
+    shown = ", ".join(map(str, miss[:20])) + (" ..." if len(miss) > 20 else "")
+    return (f"{trace.source}: no record from {len(miss)} of {trace.nranks} ranks ({shown}); "
+            f"their sends are missing from the graph")
+
+
+def _read_file(path: Path) -> Trace:
+    if not path.exists():
+        raise OSError(f"{path}: no such trace file")
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: not a rankmap trace ({exc})") from None
+    with z:
+        if _MARKER not in z.files:
+            raise ValueError(f"{path}: not a rankmap trace (no {_MARKER!r} member)")
+        try:
+            meta = json.loads(z[_MARKER].tobytes().decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: corrupt trace metadata ({exc})") from None
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path}: format {meta.get('format')!r} is not {FORMAT!r}")
+        if int(meta.get("version", 0)) > VERSION:
+            raise ValueError(f"{path}: trace version {meta['version']} is newer than this "
+                             f"rankmap reads ({VERSION}); upgrade rankmap")
+        try:
+            a = {k: z[k] for k in z.files if k != _MARKER}
+        except (ValueError, OSError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{path}: corrupt trace ({exc})") from None
+    try:
+        return _build(meta, a, str(path))
+    except KeyError as exc:
+        raise ValueError(f"{path}: trace lacks member {exc}") from None
+
+
+def _build(meta: dict, a: dict, source: str) -> Trace:
+    n = int(meta["nranks"])
+    ranks = a["ranks"].astype(np.int64)
+    if ranks.size and (ranks.min() < 0 or ranks.max() >= n):
+        raise ValueError(f"{source}: rank ids outside 0..{n - 1}")
+    hosts_list, statuses = meta["hosts"], meta.get("statuses", list(STATUSES))
+    ptr, cpus = a["binding_ptr"], a["binding_cpus"]
+    info = {}
+    for i, r in enumerate(ranks.tolist()):
+        h = int(a["rank_host"][i])
+        info[r] = RankInfo(hosts_list[h] if h >= 0 else None, cpus[ptr[i]:ptr[i + 1]].tolist(),
+                           statuses[int(a["rank_status"][i])], float(a["rank_t_start"][i]),
+                           float(a["rank_t_end"][i]))
+    edges = {}
+    for kind in KINDS:
+        e = {f: a[f"{kind}_{f}"] for f in _FIELDS}
+        e = {"src": e["src"].astype(np.int64), "dst": e["dst"].astype(np.int64),
+             "phase": e["phase"].astype(np.int32), "bytes": e["bytes"].astype(np.float64),
+             "msgs": e["msgs"].astype(np.int64)}
+        bad = (e["src"] < -1) | (e["src"] >= n) | (e["dst"] < -1) | (e["dst"] >= n)
+        if bad.any() or (e["phase"].size and (e["phase"].min() < 0 or e["phase"].max() >= len(meta["phases"]))):
+            raise ValueError(f"{source}: {kind} traffic names ranks or phases that do not exist")
+        edges[kind] = e
+    xml = {h: x for h, x in (meta.get("host_topology_xml") or {}).items()}
+    keep = {k: v for k, v in meta.items() if k not in ("hosts", "host_topology_xml", "phases", "statuses")}
+    return Trace(n, edges, list(meta["phases"]), info, xml, keep, source)
+
+
+# --------------------------------------------------------------------- merging
+def merge_traces(traces: list[Trace]) -> Trace:
+    """Join traces that cover disjoint ranks of the same run (rank parts)."""
+    if not traces:
+        raise ValueError("nothing to merge")
+    n = traces[0].nranks
+    for t in traces:
+        if t.nranks != n:
+            raise ValueError(f"{t.source}: {t.nranks} ranks, but {traces[0].source} has {n}: "
+                             f"not parts of the same run")
+    info: dict = {}
+    for t in traces:
+        dup = info.keys() & t.info.keys()
+        if dup:
+            raise ValueError(f"{t.source}: rank {min(dup)} is recorded twice")
+        info.update(t.info)
+    phases: list = []
+    for t in traces:
+        phases.extend(p for p in t.phases if p not in phases)
+    edges = {}
+    for kind in KINDS:
+        cols = {f: [] for f in _FIELDS}
+        for t in traces:
+            remap = np.array([phases.index(p) for p in t.phases], dtype=np.int32)
+            for f in _FIELDS:
+                v = t.edges[kind][f]
+                cols[f].append(remap[v] if f == "phase" and v.size else v)
+        edges[kind] = {f: np.concatenate(v) for f, v in cols.items()}
+    xml: dict = {}
+    for t in traces:
+        for h, x in t.host_topology_xml.items():
+            if x is not None or h not in xml:
+                xml[h] = x
+    return Trace(n, edges, phases, info, xml, dict(traces[0].meta), traces[0].source)
+
+
+def part_path(output, rank: int) -> Path:
+    """Where rank ``rank`` of a run writing ``output`` keeps its part file."""
+    output = Path(output)
+    return output.with_name(output.name + PARTS_SUFFIX) / f"rank{rank:06d}{SUFFIX}"

@@ -1,0 +1,119 @@
+"""The console script end to end, in-process (``main(argv)``) and once as a
+real subprocess."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rankmap.cli import main
+from rankmap.formats import read_graph
+from rankmap.topology import topology_from_strings
+
+
+def run_json(capsys, argv) -> dict:
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_map_json_fields(capsys, data_dir):
+    out = run_json(capsys, ["map", str(data_dir / "traffic/app.mat"), "--hierarchy", "4:16:1",
+                            "--distances", "1:10:100", "--method", "greedy", "--json"])
+    for key in ["method", "n_tasks", "n_pes", "J", "J_identity", "bytes_per_level", "bottleneck",
+                "time_s", "output"]:
+        assert key in out
+    assert out["n_tasks"] == 64 and out["J"] < out["J_identity"]
+
+
+def test_eval_matches_independent_computation(capsys, data_dir, tmp_path):
+    """J from `rankmap eval` equals a direct sum over the dense matrix with
+    the distance written out by hand."""
+    mat = np.loadtxt(data_dir / "traffic/app.mat")
+    perm = np.random.default_rng(7).permutation(64)
+    f = tmp_path / "perm.txt"
+    f.write_text("\n".join(map(str, perm)) + "\n")
+    out = run_json(capsys, ["eval", str(data_dir / "traffic/app.mat"), "--mapping", str(f),
+                            "--hierarchy", "4:16:1", "--distances", "1:10:100", "--json"])
+
+    def dist(p, q):
+        return 0 if p == q else 1 if p // 4 == q // 4 else 10 if p // 64 == q // 64 else 100
+
+    want = sum(mat[u, v] * dist(perm[u], perm[v]) for u in range(64) for v in range(64) if u != v)
+    assert out["J"] == pytest.approx(want, rel=1e-12)
+
+
+def test_map_writes_every_launch_format(capsys, data_dir, tmp_path):
+    src = str(data_dir / "traffic/lulesh64.size.csv")
+    topo = topology_from_strings("8:2:4", "1:10:100")
+    outs = {}
+    for kind in ["perm", "mpich", "hydra", "openmpi", "slurm"]:
+        f = tmp_path / kind
+        assert main(["map", src, "--hierarchy", "8:2:4", "--distances", "1:10:100",
+                     "--method", "greedy_allc", "-o", str(f), "--as", kind]) == 0
+        outs[kind] = f.read_text().splitlines()
+    capsys.readouterr()
+    pe = np.array([int(x) for x in outs["perm"]])
+    assert sorted(pe.tolist()) == list(range(64))
+    # MPICH rank order: slot s holds rank order[s]
+    order = [int(x) for line in outs["mpich"] if not line.startswith("#")
+             for x in line.rstrip(",").split(",")]
+    assert [pe[r] for r in order] == list(range(64))
+    # hydra machinefile: host:count runs in rank order
+    hosts = [h for line in outs["hydra"] for h in [line.split(":")[0]] * int(line.split(":")[1])]
+    assert hosts == [topo.pe_host[p] for p in pe]
+    # Open MPI rankfile: rank r=host slot=s with s the PE's index in its host
+    for r, line in enumerate(outs["openmpi"]):
+        assert line == f"rank {r}={topo.pe_host[pe[r]]} slot={pe[r] % 16}"
+    assert outs["slurm"] == [topo.pe_host[p] for p in pe]
+
+
+def test_greedy_beats_random_on_real_traffic(capsys, data_dir):
+    src = str(data_dir / "traffic/app.mat")
+    j = {m: run_json(capsys, ["map", src, "--hierarchy", "4:16:1", "--distances", "1:10:100",
+                              "--method", m, "--json"])["J"] for m in ["greedy", "random", "identity"]}
+    assert j["greedy"] < j["identity"] < j["random"]
+
+
+def test_convert_round_trip(capsys, data_dir, tmp_path):
+    out = tmp_path / "a.mtx"
+    assert main(["convert", str(data_dir / "traffic/amg64.size.csv"), "-o", str(out)]) == 0
+    a = read_graph(data_dir / "traffic/amg64.size.csv")
+    b = read_graph(out)
+    assert abs(a.bytes - b.bytes).max() == 0
+
+
+def test_tleaf_topology_file(capsys, data_dir):
+    # the Scotch target of a real 3-node cluster (hwloc netloc test): 2304 PEs
+    out = run_json(capsys, ["map", str(data_dir / "traffic/app.mat"), "--topology",
+                            str(data_dir / "traffic/arch.scotch"), "--method", "greedy", "--json"])
+    assert out["n_pes"] == 4 * 24 * 2 * 2 * 6
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["map", "missing.graph", "--hierarchy", "4"], "no such file"),
+    (["map", "{app}"], "no machine given"),
+    (["map", "{app}", "--hierarchy", "4:x"], "hierarchy"),
+    (["map", "{app}", "--hierarchy", "4:16", "--distances", "1:2:3"], "levels"),
+    (["map", "{app}", "--hierarchy", "4:16:1", "--option", "nokey"], "KEY=VALUE"),
+    (["eval", "{app}", "--hierarchy", "4:16:1", "--mapping", "{bad}"], "one-to-one"),
+])
+def test_errors_are_one_line(capsys, data_dir, tmp_path, argv, msg):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0\n" * 64)
+    argv = [a.format(app=data_dir / "traffic/app.mat", bad=bad) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert msg in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_console_script_demo(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "rankmap", "demo", "-d", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "J ratio" in proc.stdout
+    ratio = float(proc.stdout.split("J ratio")[1].split()[0])
+    assert ratio < 1.0
+    for name in ["mapping.txt", "MPICH_RANK_ORDER", "machinefile", "rankfile", "slurm.hostfile"]:
+        assert (tmp_path / name).stat().st_size > 0

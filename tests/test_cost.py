@@ -1,0 +1,79 @@
+import numpy as np
+import pytest
+
+from rankmap import CommGraph, MappingError, evaluate, mapping_cost, topology_from_strings, validate_mapping
+from rankmap.mapping import balance_report
+
+# 4 tasks; hierarchy 2:2 with distances 1:10 (pairs {0,1} and {2,3})
+EDGES = [(0, 1, 5), (1, 0, 3), (0, 2, 2), (3, 1, 4), (2, 2, 9)]
+
+
+@pytest.fixture
+def small():
+    s, d, w = zip(*EDGES)
+    return CommGraph.from_edges(s, d, w, n=4), topology_from_strings("2:2", "1:10")
+
+
+def test_J_hand_computed(small):
+    g, t = small
+    # identity: 0->1 and 1->0 at distance 1, 0->2 and 3->1 at distance 10
+    assert mapping_cost(g, t, [0, 1, 2, 3]) == 5 + 3 + 2 * 10 + 4 * 10
+    # tasks 1 and 2 swapped
+    assert mapping_cost(g, t, [0, 2, 1, 3]) == 5 * 10 + 3 * 10 + 2 * 1 + 4 * 1
+    assert g.self_bytes == 9  # the self-message never counts
+
+
+def test_symmetric_graph_counts_each_edge_twice():
+    g = CommGraph.from_edges([0, 1], [1, 0], [7, 7], n=2)  # METIS edge {0,1} weight 7
+    t = topology_from_strings("2", "3")
+    assert mapping_cost(g, t, [0, 1]) == 2 * 7 * 3
+
+
+def test_report_levels_bottleneck_hops(small):
+    g, t = small
+    r = evaluate(g, t, [0, 1, 2, 3])
+    assert r.J == 68 and r.total_bytes == 14
+    assert [(lv["level"], lv["bytes"], lv["distance"]) for lv in r.bytes_per_level] == \
+        [("level1", 8.0, 1.0), ("level2", 6.0, 10.0)]
+    assert r.bottleneck == 9  # into PE 1: 5 from task 0 plus 4 from task 3
+    assert r.hops_per_byte == pytest.approx((5 * 2 + 3 * 2 + 2 * 4 + 4 * 4) / 14)
+
+
+def test_link_loads_against_brute_force():
+    rng = np.random.default_rng(3)
+    t = topology_from_strings("3:2:2", "1:5:20")
+    k = t.n_pes
+    src, dst = rng.integers(0, k, 60), rng.integers(0, k, 60)
+    w = rng.random(60)
+    g = CommGraph.from_edges(src, dst, w, n=k)
+    pe = rng.permutation(k)
+    r = evaluate(g, t, pe)
+    # brute force: for every node, bytes leaving and entering its PE range
+    s, d, ww = g.coo()
+    best = 0.0
+    for node in range(1, t.n_nodes):
+        lo, hi = t.leaf_range(node)
+        inside_s = (pe[s] >= lo) & (pe[s] < hi)
+        inside_d = (pe[d] >= lo) & (pe[d] < hi)
+        best = max(best, ww[inside_s & ~inside_d].sum(), ww[~inside_s & inside_d].sum())
+    assert r.bottleneck == pytest.approx(best)
+
+
+def test_validation(small):
+    g, t = small
+    with pytest.raises(MappingError, match="not one-to-one"):
+        validate_mapping([0, 0, 1, 2], g, t)
+    with pytest.raises(MappingError, match="outside"):
+        validate_mapping([0, 1, 2, 4], g, t)
+    with pytest.raises(MappingError, match="4 tasks"):
+        validate_mapping([0, 1, 2], g, t)
+    with pytest.raises(MappingError):
+        evaluate(g, t, [0, 1, 1, 3])
+
+
+def test_balance_rule_strict_and_sharedmap():
+    # 10 unit tasks on 4 PEs, eps 3%: strict L_max = floor(1.03 * 3) = 3, SharedMap ceil(1.03*2.5) = 3
+    rep = balance_report(np.array([0, 0, 0, 1, 1, 1, 2, 2, 3, 3]), np.ones(10), 4, 0.03)
+    assert rep["L_max"] == 3 and rep["balanced"]
+    rep = balance_report(np.array([0] * 4 + [1] * 2 + [2] * 2 + [3] * 2), np.ones(10), 4, 0.03)
+    assert not rep["balanced"]

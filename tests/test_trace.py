@@ -1,0 +1,104 @@
+"""The trace format: round trip, merge of rank parts, missing ranks, bad files,
+and the show/merge commands."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from rankmap.cli import main as cli
+from rankmap.trace import (RankInfo, Trace, is_trace, merge_traces, part_path, read_trace)
+
+
+def _part(rank, n, sends, phase_names=("main",), host="nodeA", status="complete"):
+    """A one-rank trace: ``sends`` = [(dst, bytes, msgs, phase_index)] of p2p."""
+    empty = {f: np.zeros(0, dtype=np.int64) for f in ("src", "dst", "phase", "msgs")}
+    empty["bytes"] = np.zeros(0)
+    edges = {k: dict(empty) for k in ("p2p", "collective", "rma")}
+    if sends:
+        dst, b, m, ph = (np.array(c) for c in zip(*sends))
+        edges["p2p"] = {"src": np.full(len(dst), rank), "dst": dst, "bytes": b.astype(float),
+                        "msgs": m, "phase": ph}
+    return Trace(n, edges, list(phase_names), {rank: RankInfo(host, [rank], status, 1.0, 2.0)},
+                 {host: None}, {"collectives": "tree", "argv": ["app.py"]}, f"part{rank}")
+
+
+def test_round_trip_and_numpy_only_reading(tmp_path):
+    t = merge_traces([_part(0, 3, [(1, 100, 2, 0), (2, 5, 1, 1)], ("main", "solve")),
+                      _part(1, 3, [(0, 7, 1, 0), (-1, 9, 1, 0)]),
+                      _part(2, 3, [], host="nodeB")])
+    path = t.write(tmp_path / "x.rmtrace.npz")
+    assert is_trace(path)
+    back = read_trace(path)
+    assert back.hosts == ["nodeA", "nodeA", "nodeB"] and back.bindings == [[0], [1], [2]]
+    assert back.phases == ["main", "solve"]
+    g = back.graph()
+    assert g.bytes[0, 1] == 100 and g.bytes[0, 2] == 5 and g.bytes[1, 0] == 7
+    assert g.messages[0, 1] == 2
+    assert back.graph(phase="solve").total_bytes == 5
+    assert back.external_bytes() == 9
+    # readable with numpy + json alone
+    with np.load(path) as z:
+        meta = json.loads(z["rankmap_trace"].tobytes())
+        assert meta["format"] == "rankmap-trace" and meta["nranks"] == 3
+        assert z["p2p_bytes"].sum() == 121
+
+
+def test_parts_directory_reports_missing_ranks_by_number(tmp_path):
+    out = tmp_path / "run.rmtrace.npz"
+    for r in (0, 2):
+        _part(r, 4, [((r + 1) % 4, 10, 1, 0)], status="flushed").write(part_path(out, r))
+    parts = part_path(out, 0).parent
+    assert is_trace(parts)
+    with pytest.warns(UserWarning, match=r"2 of 4 ranks \(1, 3\)"):
+        t = read_trace(parts)
+    assert list(t.missing_ranks) == [1, 3]
+    assert t.graph().total_bytes == 20
+    code = cli(["merge", str(parts)])
+    assert code == 0 and out.exists()
+    assert cli(["merge", str(parts), "-o", str(tmp_path / "s.rmtrace.npz"), "--strict"]) == 1
+
+
+def test_merge_rejects_duplicates_and_other_runs():
+    with pytest.raises(ValueError, match="recorded twice"):
+        merge_traces([_part(0, 2, []), _part(0, 2, [])])
+    with pytest.raises(ValueError, match="not parts of the same run"):
+        merge_traces([_part(0, 2, []), _part(1, 3, [])])
+
+
+def test_bad_files_are_named(tmp_path):
+    junk = tmp_path / "junk.npz"
+    np.savez(junk, a=np.arange(3))
+    assert not is_trace(junk) and not is_trace(tmp_path / "nope")
+    with pytest.raises(ValueError, match="junk.npz: not a rankmap trace"):
+        read_trace(junk)
+    text = tmp_path / "t.rmtrace.npz"
+    text.write_text("hello")
+    with pytest.raises(ValueError, match="t.rmtrace.npz"):
+        read_trace(text)
+    with pytest.raises(OSError, match="no such trace"):
+        read_trace(tmp_path / "absent.rmtrace.npz")
+    t = _part(0, 2, [(1, 1, 1, 0)])
+    with pytest.raises(ValueError, match="no phase 'x'"):
+        t.graph(phase="x")
+    with pytest.raises(ValueError, match="unknown traffic kind"):
+        t.graph("bogus")
+
+
+def test_show_prints_summary_and_plot(tmp_path, capsys):
+    t = merge_traces([_part(0, 2, [(1, 2048, 4, 0)]), _part(1, 2, [(0, 10, 1, 0)])])
+    path = t.write(tmp_path / "s.rmtrace.npz")
+    png = tmp_path / "m.png"
+    assert cli(["show", str(path), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "ranks     2 (2 recorded)" in out and "0 -> 1" in out and "2.00 KiB" in out
+    assert png.stat().st_size > 1000
+
+
+def test_topology_is_none_without_host_xml():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _part(0, 1, []).topology() is None
