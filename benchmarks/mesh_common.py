@@ -52,7 +52,8 @@ def partition_graph(path: str, n_blocks: int, seed: int = 0) -> CommGraph:
     adj = read_metis(path)
     xadj = adj.indptr.astype(np.int64).tolist()
     adjncy = adj.indices.astype(np.int64).tolist()
-    _, blocks = kahip.kaffpa(None, xadj, None, adjncy, n_blocks, 0.03, True, seed, 0)
+    ones = [1] * (len(xadj) - 1)
+    _, blocks = kahip.kaffpa(ones, xadj, [1] * len(adjncy), adjncy, n_blocks, 0.03, True, seed, 0)
     g = CommGraph(adj, name=os.path.basename(path))
     return g.quotient(np.asarray(blocks, dtype=np.int64), n_blocks)
 
