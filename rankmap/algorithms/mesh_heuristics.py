@@ -231,28 +231,31 @@ def affn(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coord
     return placer.pe
 
 
-@register("coce", "mesh/torus: corners to centre, then breadth-first (Bhatele & Kale)",
-          machines=("mesh",))
-def coce(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coords_file=None,
-         layout="auto", **_):
+def _corners_then(traverse, graph, topology, eps, search, coords, coords_file, seed, layout):
+    """COCE's shared part: corner tasks on the grid's corners, then ``traverse``."""
     mesh = _require_mesh(topology)
     placer = _Placer(graph, mesh, eps, search)
     if graph.n == 0:
         return placer.pe
     seeds = _place_corners(task_coordinates(graph, mesh, coords, coords_file, seed, layout), placer)
-    return _bft(graph, placer, seeds, _centre(mesh))
+    return traverse(graph, placer, seeds)
+
+
+@register("coce", "mesh/torus: corners to centre, then breadth-first (Bhatele & Kale)",
+          machines=("mesh",))
+def coce(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coords_file=None,
+         layout="auto", **_):
+    def bft_from(g, placer, seeds):
+        return _bft(g, placer, seeds, _centre(placer.mesh))
+
+    return _corners_then(bft_from, graph, topology, eps, search, coords, coords_file, seed, layout)
 
 
 @register("coce_mht", "mesh/torus: corners to centre, then max-heap traversal (Bhatele & Kale)",
           machines=("mesh",))
 def coce_mht(graph, topology, *, seed=0, eps=None, search="tree", coords=None, coords_file=None,
              layout="auto", **_):
-    mesh = _require_mesh(topology)
-    placer = _Placer(graph, mesh, eps, search)
-    if graph.n == 0:
-        return placer.pe
-    seeds = _place_corners(task_coordinates(graph, mesh, coords, coords_file, seed, layout), placer)
-    return _mht(graph, placer, seeds)
+    return _corners_then(_mht, graph, topology, eps, search, coords, coords_file, seed, layout)
 
 
 @register("pairs", "mesh/torus: MHT then pairwise exchanges lowering hop-bytes", machines=("mesh",))
