@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path[:0] = [os.path.dirname(__file__), os.path.join(os.path.dirname(__file__), "..")]  # this checkout
 
 from mesh_common import MAPLIB_APPS, maplib_mappings, maplib_reported_hops, maplib_traffic  # noqa: E402
 
