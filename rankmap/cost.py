@@ -5,7 +5,9 @@ J(pi) = sum over ordered pairs u != v of B[u, v] * D(pi(u), pi(v)).
 Beside J: bytes per level (traffic by the depth of the lowest common
 ancestor of the two PEs), the bottleneck (max bytes over one tree link in one
 direction; links are full duplex) and the average number of tree links a byte
-crosses.  All O(m * depth), vectorised.
+crosses.  All O(m * depth), vectorised.  A ``MeshTopology`` (not a tree)
+answers the same questions itself: ``distance`` in hops, ``link_loads``
+under dimension-ordered routing, ``traffic_breakdown`` for the levels.
 """
 
 from __future__ import annotations
@@ -35,11 +37,20 @@ class CostReport:
     bytes_per_level: list[dict] = field(default_factory=list)
     bottleneck: float = 0.0
     hops_per_byte: float = 0.0
+    bottleneck_link: str = ""
+    busiest_pe: int = -1
+    busiest_pe_bytes: float = 0.0
+    max_pe_load: float = 0.0
+    comm_factor: float | None = None
+    makespan: float | None = None
 
     def as_dict(self) -> dict:
         return {"J": self.J, "total_bytes": self.total_bytes,
                 "bytes_per_level": self.bytes_per_level, "bottleneck": self.bottleneck,
-                "hops_per_byte": self.hops_per_byte}
+                "hops_per_byte": self.hops_per_byte, "bottleneck_link": self.bottleneck_link,
+                "busiest_pe": self.busiest_pe, "busiest_pe_bytes": self.busiest_pe_bytes,
+                "max_pe_load": self.max_pe_load, "comm_factor": self.comm_factor,
+                "makespan": self.makespan}
 
 
 def link_loads(topology: Topology, src_pe, dst_pe, w) -> tuple[np.ndarray, np.ndarray]:
@@ -69,19 +80,69 @@ def link_loads(topology: Topology, src_pe, dst_pe, w) -> tuple[np.ndarray, np.nd
     return up, down
 
 
-def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = True,
-             eps: float | None = None) -> CostReport:
-    """Full report of a mapping: J, bytes per level, bottleneck, hops/byte.
+def all_link_loads(topology, src_pe, dst_pe, w) -> np.ndarray:
+    """Bytes over every directed link of any topology, one flat array.
 
-    ``check`` validates the mapping first (see ``mapping.validate_mapping``)."""
+    Tree: ``concatenate(link_loads(...))``, i.e. entry x is the up link of
+    node x and entry ``n_nodes + x`` its down link.  Mesh/torus: the
+    topology's own numbering under dimension-ordered routing."""
+    if isinstance(topology, Topology):
+        return np.concatenate(link_loads(topology, src_pe, dst_pe, w))
+    return topology.link_loads(src_pe, dst_pe, w)
+
+
+def link_label(topology, link: int) -> str:
+    """Name of a link from ``all_link_loads``' numbering."""
+    if not isinstance(topology, Topology):
+        return topology.link_label(link)
+    direction, node = divmod(int(link), topology.n_nodes)
+    return f"{topology.node_kind[node]} node {node} {'down' if direction else 'up'}"
+
+
+def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = True,
+             eps: float | None = None, comm_factor: float | None = None) -> CostReport:
+    """Full report of a mapping: J, bytes per level, hops/byte and the
+    bottleneck view (Langguth, Schlag & Schulz): the most loaded link, the
+    PE whose tasks send and receive the most bytes to other PEs, the
+    largest computational PE load (vertex weights) and, with ``comm_factor``
+    F, the makespan M = max(max_b comp(b), F * max_l comm(l)).
+
+    Works for tree topologies and for ``MeshTopology`` (hops = network hops,
+    links under dimension-ordered routing).  ``check`` validates the mapping
+    first (see ``mapping.validate_mapping``)."""
     pe = np.asarray(pe_of_task, dtype=np.int64)
     if check:
         validate_mapping(pe, graph, topology, eps=eps)
+    pe_load = np.bincount(pe, weights=graph.vertex_weights, minlength=topology.n_pes)
+    max_pe_load = float(pe_load.max()) if pe_load.size else 0.0
     src, dst, w = graph.coo()
     total = float(w.sum())
     if w.size == 0:
-        return CostReport(0.0, 0.0, [], 0.0, 0.0)
+        return CostReport(0.0, 0.0, [], 0.0, 0.0, max_pe_load=max_pe_load, comm_factor=comm_factor,
+                          makespan=None if comm_factor is None else max_pe_load)
     p, q = pe[src], pe[dst]
+    if isinstance(topology, Topology):
+        J, levels, hops = _tree_breakdown(topology, p, q, w)
+    else:
+        J = float(np.dot(w, topology.distance(p, q)))
+        levels, hops = topology.traffic_breakdown(p, q, w)
+    loads = all_link_loads(topology, p, q, w)
+    top = int(np.argmax(loads))
+    off_pe = p != q
+    pe_bytes = (np.bincount(p[off_pe], weights=w[off_pe], minlength=topology.n_pes)
+                + np.bincount(q[off_pe], weights=w[off_pe], minlength=topology.n_pes))
+    busiest = int(np.argmax(pe_bytes))
+    bottleneck = float(loads[top])
+    return CostReport(J=J, total_bytes=total, bytes_per_level=levels, bottleneck=bottleneck,
+                      hops_per_byte=float(np.dot(w, hops) / total) if total else 0.0,
+                      bottleneck_link=link_label(topology, top) if bottleneck > 0 else "",
+                      busiest_pe=busiest, busiest_pe_bytes=float(pe_bytes[busiest]),
+                      max_pe_load=max_pe_load, comm_factor=comm_factor,
+                      makespan=None if comm_factor is None else max(max_pe_load, comm_factor * bottleneck))
+
+
+def _tree_breakdown(topology: Topology, p, q, w):
+    """J, bytes per level and tree links crossed per pair, on a tree."""
     lca = topology.lca(p, q)
     J = float(np.dot(w, topology._dist_ext[lca]))
     lca_depth = topology._depth_ext[lca]
@@ -99,10 +160,7 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
     if same_pe.any():
         levels.insert(0, {"depth": topology.max_depth, "level": "same PE",
                           "bytes": float(w[same_pe].sum()), "distance": 0.0})
-    up, down = link_loads(topology, p, q, w)
     leaf_depth = topology.node_depth[topology.leaf_of_pe]
     hops = (leaf_depth[p] - lca_depth) + (leaf_depth[q] - lca_depth)
     hops = np.where(same_pe, 0, hops)
-    return CostReport(J=J, total_bytes=total, bytes_per_level=levels,
-                      bottleneck=float(max(up.max(), down.max())),
-                      hops_per_byte=float(np.dot(w, hops) / total) if total else 0.0)
+    return J, levels, hops

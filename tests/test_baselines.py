@@ -35,7 +35,7 @@ def test_greedy_finds_the_obvious_grouping(method):
 def test_all_methods_valid_and_deterministic(data_dir):
     g = read_graph(data_dir / "traffic/app.mat")
     t = topology_from_strings("4:16:1", "1:10:100")
-    for m in method_names():
+    for m in method_names(t):
         a = map_tasks(g, t, method=m, seed=5).pe_of_task
         b = map_tasks(g, t, method=m, seed=5).pe_of_task
         assert sorted(a.tolist()) == list(range(64)), m

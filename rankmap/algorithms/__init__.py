@@ -24,25 +24,31 @@ class MethodSpec:
     name: str
     fn: Callable
     description: str
+    machines: tuple = ("tree",)  # "tree" (Topology) and/or "mesh" (MeshTopology)
 
 
 METHODS: dict[str, MethodSpec] = {}
 
 
-def register(name: str, description: str):
-    """Decorator: make ``fn`` available as ``map_tasks(..., method=name)``."""
+def register(name: str, description: str, machines: tuple = ("tree",)):
+    """Decorator: make ``fn`` available as ``map_tasks(..., method=name)``;
+    ``machines`` says which topology kinds it maps onto."""
 
     def deco(fn):
         if name in METHODS:
             raise ValueError(f"mapping method {name!r} registered twice")
-        METHODS[name] = MethodSpec(name, fn, description)
+        METHODS[name] = MethodSpec(name, fn, description, tuple(machines))
         return fn
 
     return deco
 
 
-def method_names() -> list[str]:
-    return sorted(METHODS)
+def method_names(topology=None) -> list[str]:
+    """All method names, or those that map onto ``topology``'s kind."""
+    if topology is None:
+        return sorted(METHODS)
+    kind = "tree" if isinstance(topology, Topology) else "mesh"
+    return sorted(n for n, spec in METHODS.items() if kind in spec.machines)
 
 
 def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: int = 0,
@@ -57,6 +63,10 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
         from ..mapping import DEFAULT_EPS
 
         eps = DEFAULT_EPS
+    kind = "tree" if isinstance(topology, Topology) else "mesh"
+    if kind not in METHODS[method].machines:
+        raise ValueError(f"method {method!r} does not map onto a {kind} topology; "
+                         f"choose from {', '.join(method_names(topology))}")
     start = time.perf_counter()
     pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, **options)
     elapsed = time.perf_counter() - start

@@ -43,13 +43,14 @@ def pe_capacity(graph: CommGraph, topology: Topology, eps: float | None) -> np.n
     return np.full(k, max(per, 1), dtype=np.int64)
 
 
-@register("identity", "task t on PE t (the launcher's block order); many-to-one: blocks in order")
+@register("identity", "task t on PE t (the launcher's block order); many-to-one: blocks in order",
+          machines=("tree", "mesh"))
 def identity(graph, topology, *, seed=0, eps=None, **_):
     cap = pe_capacity(graph, topology, eps)
     return np.repeat(np.arange(topology.n_pes), cap)[:graph.n]
 
 
-@register("random", "uniformly random placement (seeded)")
+@register("random", "uniformly random placement (seeded)", machines=("tree", "mesh"))
 def random_mapping(graph, topology, *, seed=0, eps=None, **_):
     cap = pe_capacity(graph, topology, eps)
     slots = np.repeat(np.arange(topology.n_pes), cap)

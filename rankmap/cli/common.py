@@ -10,7 +10,7 @@ import numpy as np
 from ..cost import evaluate
 from ..formats import GRAPH_FORMATS, read_graph
 from ..graph import CommGraph
-from ..topology import Topology, load_topology, topology_from_strings
+from ..topology import Topology, load_topology, mesh_topology_from_spec, topology_from_strings
 from . import UserError
 
 
@@ -39,6 +39,10 @@ def add_topology_arguments(parser) -> None:
     g.add_argument("--topology", metavar="FILE",
                    help="machine file: Scotch tleaf target, 'hierarchy S distances D' file, or "
                         "any format rankmap.topology.load_topology reads")
+    g.add_argument("--mesh", metavar="DIMS", help="mesh of nodes, e.g. 8x8 or 8x8x8 (distance = hops)")
+    g.add_argument("--torus", metavar="DIMS", help="torus of nodes, e.g. 16x32x32 (hops with wrap-around)")
+    g.add_argument("--cores", type=int, default=None, metavar="N",
+                   help="PEs per node of --mesh/--torus (default 1)")
 
 
 def load_graph(args) -> CommGraph:
@@ -52,8 +56,13 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
     Returns ``(topology, recorded)``: ``recorded`` is the PE each task ran on
     when a trace says so (the real "before"), else None (identity is then
     the launch order)."""
-    if args.hierarchy and args.topology:
-        raise UserError("give either --hierarchy or --topology, not both")
+    mesh, torus = getattr(args, "mesh", None), getattr(args, "torus", None)
+    if sum(bool(x) for x in (args.hierarchy, args.topology, mesh, torus)) > 1:
+        raise UserError("give one machine: --hierarchy, --topology, --mesh or --torus")
+    if getattr(args, "cores", None) is not None and not (mesh or torus):
+        raise UserError("--cores needs --mesh or --torus")
+    if mesh or torus:
+        return mesh_topology_from_spec(mesh or torus, torus=bool(torus), cores=args.cores or 1), None
     if args.hierarchy:
         return topology_from_strings(args.hierarchy, args.distances), None
     if args.distances:

@@ -10,6 +10,8 @@ examples:
   rankmap map app.mat --hierarchy 4:16:8 --distances 1:10:100
   rankmap map trace.rmtrace.npz -o rankfile --as openmpi
   rankmap map graph.metis --topology arch.tgt --method greedy --json
+  rankmap map app.mat --torus 16x32x32 --cores 4 --method mesh_auto
+  rankmap map app.mat --mesh 8x8 --objective bottleneck
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic per seed)")
     p.add_argument("--eps", type=float, default=None,
                    help="allowed imbalance for many tasks per PE (default 0.03 when tasks > PEs)")
+    p.add_argument("--objective", default="sum", choices=["sum", "bottleneck"],
+                   help="sum: J, the bytes x distance total (default); bottleneck: then lower the "
+                        "most loaded link by swap refinement (Langguth, Schlag & Schulz)")
+    p.add_argument("--comm-factor", type=float, default=None, metavar="F",
+                   help="report the makespan max(max PE load, F x most loaded link), vertex "
+                        "weights as computation")
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                    help="time budget for methods that search (auto, refinement)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
@@ -99,12 +107,17 @@ def run(args) -> int:
     else:
         mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
                             **options)
+    if args.objective == "bottleneck":
+        from ..algorithms.bottleneck import bottleneck_refine
+
+        mapping.pe_of_task = bottleneck_refine(graph, topology, mapping.pe_of_task, eps=args.eps,
+                                               seed=args.seed)
     identity = map_tasks(graph, topology, method="identity", eps=args.eps)
     before_pe, before_name = identity.pe_of_task, "identity"
     if recorded is not None:
         before_pe, before_name = recorded, "recorded"
-    before = evaluate(graph, topology, before_pe, check=False)
-    after = evaluate(graph, topology, mapping.pe_of_task, check=False)
+    before = evaluate(graph, topology, before_pe, check=False, comm_factor=args.comm_factor)
+    after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
     if args.output:
         write_launch_file(mapping.pe_of_task, topology, args.output, args.as_format)
     if args.json:
@@ -115,12 +128,16 @@ def run(args) -> int:
                    "ratio": after.J / before.J if before.J else 1.0,
                    "bytes_per_level": after.bytes_per_level, "bottleneck": after.bottleneck,
                    "hops_per_byte": after.hops_per_byte, "time_s": mapping.time_s,
+                   "objective": args.objective, "bottleneck_link": after.bottleneck_link,
+                   "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
                    "pe_of_task": None if args.output else mapping.pe_of_task.tolist()})
         return 0
     print(f"{graph.n} tasks, {graph.n_edges} communicating pairs, {graph.total_bytes:.6g} bytes; "
           f"{topology.n_pes} PEs on {len(topology.hosts())} host(s)")
     print_comparison(before_name, args.method, before, after)
+    if after.makespan is not None:
+        print(f"makespan (F = {args.comm_factor:g}): {before.makespan:.6g} -> {after.makespan:.6g}")
     print(f"mapping time: {mapping.time_s:.3f} s")
     if args.output:
         print(f"wrote {args.as_format} mapping to {args.output}")

@@ -1,0 +1,98 @@
+"""Inputs shared by the mesh and bottleneck benchmarks.
+
+- ``partition_graph``: the paper's irregular workload, a mesh graph cut into
+  n blocks with KaHIP (seeded); the quotient is an n-task communication graph
+  whose tasks were numbered by the partitioner ("default" mapping).
+- ``maplib_traffic`` / ``maplib_mappings``: the 64-rank traffic of the
+  *Mapping Matters* study (AMG, BT-MZ, CG, LULESH) and the mappings its
+  tools wrote for a 4x4x4 mesh and torus.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from rankmap.graph import CommGraph
+
+SHARED = os.environ.get("RANKMAP_SHARED", os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared"))
+if not os.path.isdir(SHARED):
+    SHARED = "/work/shared"
+DATA = os.path.join(SHARED, "data")
+MAPLIB_TRAFFIC = os.path.join(DATA, "traffic", "maplib-mapping-matters")
+MAPLIB_RESULTS = os.path.join(DATA, "results", "maplib-mapping-matters")
+MAPLIB_APPS = ["amg", "btmz", "cg", "lulesh"]
+
+
+def read_metis(path: str) -> sp.csr_array:
+    """Adjacency of an unweighted METIS graph file (edge weights 1)."""
+    with open(path, encoding="utf-8") as fh:
+        lines = [ln for ln in fh if not ln.startswith("%")]
+    n = int(lines[0].split()[0])
+    fmt = lines[0].split()[2] if len(lines[0].split()) > 2 else "0"
+    if fmt not in ("0", "00", "000"):
+        raise ValueError(f"{path}: only unweighted METIS graphs are read here (fmt {fmt})")
+    rows, cols = [], []
+    for v, line in enumerate(lines[1:n + 1]):
+        nb = np.asarray(line.split(), dtype=np.int64) - 1
+        rows.append(np.full(nb.size, v))
+        cols.append(nb)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    return sp.csr_array((np.ones(r.size), (r, c)), shape=(n, n))
+
+
+def partition_graph(path: str, n_blocks: int, seed: int = 0) -> CommGraph:
+    """n-task communication graph: ``path`` cut into ``n_blocks`` by KaHIP
+    (fast mode, 3% imbalance), one byte per cut edge and direction."""
+    import kahip
+
+    adj = read_metis(path)
+    xadj = adj.indptr.astype(np.int64).tolist()
+    adjncy = adj.indices.astype(np.int64).tolist()
+    ones = [1] * (len(xadj) - 1)
+    _, blocks = kahip.kaffpa(ones, xadj, [1] * len(adjncy), adjncy, n_blocks, 0.03, True, seed, 0)
+    g = CommGraph(adj, name=os.path.basename(path))
+    return g.quotient(np.asarray(blocks, dtype=np.int64), n_blocks)
+
+
+def maplib_traffic(app: str) -> CommGraph:
+    """Bytes matrix (row = sender) of a Mapping Matters application."""
+    path = os.path.join(MAPLIB_TRAFFIC, f"{app}CMatrices", "comm_matrix.p2p.size.csv")
+    return CommGraph.from_dense(np.loadtxt(path, delimiter=","), name=app)
+
+
+def maplib_mappings(app: str, topology: str) -> dict[str, np.ndarray]:
+    """The Mapping Matters tools' mappings of ``app`` onto the 4x4x4
+    ``topology`` ("mesh" or "torus"): name -> pe_of_task, PE = node id of
+    (x, y, z) in C order (``MeshTopology`` numbering)."""
+    out = {}
+    pattern = os.path.join(MAPLIB_RESULTS, "size", f"{app}MAP{topology}", "Mapping.p2p.size.csv.*.4x4x4.csv")
+    for path in sorted(glob.glob(pattern)):
+        name = path.split(".csv.")[1].split(f".{topology}.")[0]
+        with open(path, encoding="utf-8") as fh:  # a header line, then x y z count ranks...
+            rows = [[int(v) for v in ln.split()] for ln in fh if ln.split() and ln.split()[0].isdigit()]
+        pe = np.full(64, -1, dtype=np.int64)
+        for x, y, z, count, *procs in rows:
+            for p in procs[:count]:
+                pe[p] = (x * 4 + y) * 4 + z
+        if (pe < 0).any():
+            raise ValueError(f"{path}: ranks {np.flatnonzero(pe < 0).tolist()} are not mapped")
+        out[name] = pe
+    return out
+
+
+def maplib_reported_hops(app: str, topology: str) -> dict[str, float]:
+    """Hops per byte as the Mapping Matters statistics give them:
+    IeNPC_total / IeNLC_total (inter-node path bytes / inter-node bytes)."""
+    import csv
+
+    out = {}
+    with open(os.path.join(MAPLIB_RESULTS, "DERIVED_summary_all_statistics.csv"), encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            if row["app"] == app and row["topology"] == topology and row["matrix"] == "size":
+                if row["IeNPC_total"] and row["IeNLC_total"] and row["WTAD"]:
+                    out[row["algorithm"]] = float(row["IeNPC_total"]) / float(row["IeNLC_total"])
+    return out

@@ -1,0 +1,115 @@
+"""Bhatele & Kale's setting: irregular mesh-partition graphs on 2-D meshes
+and 3-D tori, average hops per byte and time of every heuristic.
+
+The workload: delaunay_n15 (32,768-vertex planar mesh) cut into n blocks by
+KaHIP; "identity" is the partitioner's block numbering (the paper's default
+mapping).  Task coordinates are not in the graph file, so they are inferred
+by a layout (as the paper's sec. V does).  rankmap's own method is
+``mesh_auto`` (best heuristics refined by rankmap's pairwise exchange; the
+centralised swap_refine of the quality issue was not on main when this was
+written).  Also the nearest-free-node search: quadtree/octree vs spiralling.
+
+    python benchmarks/mesh_heuristics.py            # n = 256, 1024, 4096
+    python benchmarks/mesh_heuristics.py --full     # adds n = 16384 (slow)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path[:0] = [os.path.dirname(__file__), os.path.join(os.path.dirname(__file__), "..")]  # this checkout
+
+from mesh_common import DATA, partition_graph  # noqa: E402
+
+from rankmap.algorithms import map_tasks  # noqa: E402
+from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch  # noqa: E402
+from rankmap.cost import evaluate  # noqa: E402
+from rankmap.layout import infer_coordinates  # noqa: E402
+from rankmap.topology import MeshTopology  # noqa: E402
+
+GRAPH = os.path.join(DATA, "graphs", "kahip-examples", "delaunay_n15.graph")
+METHODS = ["identity", "random", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"]
+MESH_2D = {256: (16, 16), 1024: (32, 32), 4096: (64, 64), 16384: (128, 128)}
+ASPECTS = [(512, 2), (256, 4), (128, 8), (64, 16), (32, 32)]
+TORUS_3D = {256: (8, 8, 4), 1024: (8, 16, 8), 4096: (16, 16, 16), 16384: (16, 32, 32)}
+TORUS_3D_4CORES = {256: (4, 4, 4), 1024: (8, 8, 4), 4096: (8, 16, 8), 16384: (16, 16, 16)}
+
+
+def run_row(graph, topo, coords, label, rows):
+    res = {}
+    for m in METHODS:
+        t0 = time.perf_counter()
+        opts = {"coords": coords} if m in ("affn", "coce", "coce_mht", "mesh_auto") else {}
+        pe = map_tasks(graph, topo, method=m, **opts).pe_of_task
+        res[m] = (evaluate(graph, topo, pe).hops_per_byte, time.perf_counter() - t0)
+    rows.append((label, res))
+    heur = {m: res[m][0] for m in ("bft", "mht", "affn", "coce", "coce_mht")}
+    print(f"{label:<26}" + "".join(f"{res[m][0]:9.2f}" for m in METHODS)
+          + f"   best heuristic {min(heur, key=heur.get)}", flush=True)
+
+
+def header(title):
+    print(f"\n{title}\n{'instance':<26}" + "".join(f"{m:>9}" for m in METHODS))
+
+
+def search_timing(sides):
+    """The paper's synthetic case: fill a 2-D mesh with the processors
+    nearest (0, 0) and nearest the centre, one query per processor."""
+    print("\nnearest free node: whole 2-D mesh taken in order of nearness, seconds")
+    print(f"{'mesh':<10}{'from':<8}{'quadtree':>10}{'spiral':>10}")
+    for side in sides:
+        mesh = MeshTopology((side, side))
+        for name, point in (("corner", (0, 0)), ("centre", (side // 2, side // 2))):
+            times = []
+            for cls in (FreeNodeTree, SpiralSearch):
+                s = cls(mesh, np.ones(mesh.n_nodes, dtype=np.int64))
+                t0 = time.perf_counter()
+                for _ in range(mesh.n_nodes):
+                    s.take(s.nearest(point))
+                times.append(time.perf_counter() - t0)
+            print(f"{side}x{side:<6}{name:<8}{times[0]:10.3f}{times[1]:10.3f}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="also n = 16384")
+    args = ap.parse_args()
+    sizes = [256, 1024, 4096] + ([16384] if args.full else [])
+    print(f"load average: {open('/proc/loadavg').read().split()[:3]}")
+    graphs, coords = {}, {}
+    for n in sizes:
+        t0 = time.perf_counter()
+        graphs[n] = partition_graph(GRAPH, n, seed=0)
+        t1 = time.perf_counter()
+        coords[(n, 2)] = infer_coordinates(graphs[n], 2)
+        coords[(n, 3)] = infer_coordinates(graphs[n], 3)
+        print(f"n={n}: {graphs[n]} partitioned in {t1 - t0:.1f}s, layouts {time.perf_counter() - t1:.1f}s")
+    rows = []
+    header("2-D meshes: average hops per byte")
+    for n in sizes:
+        run_row(graphs[n], MeshTopology(MESH_2D[n]), coords[(n, 2)], f"n={n} mesh {MESH_2D[n]}", rows)
+    if 1024 in graphs:
+        header("n=1024 on 2-D meshes of different aspect ratios")
+        for dims in ASPECTS:
+            run_row(graphs[1024], MeshTopology(dims), coords[(1024, 2)], f"mesh {dims[0]}x{dims[1]}", rows)
+    header("3-D tori, 1 and 4 cores per node")
+    for n in sizes:
+        run_row(graphs[n], MeshTopology(TORUS_3D[n], torus=True), coords[(n, 3)], f"n={n} torus {TORUS_3D[n]}", rows)
+        nodes = TORUS_3D_4CORES[n]
+        run_row(graphs[n], MeshTopology(nodes, torus=True, cores=4), coords[(n, 3)],
+                f"n={n} torus {nodes} 4c", rows)
+    print("\nseconds per method (same rows)")
+    print(f"{'instance':<26}" + "".join(f"{m:>9}" for m in METHODS))
+    for label, res in rows:
+        print(f"{label:<26}" + "".join(f"{res[m][1]:9.2f}" for m in METHODS))
+    search_timing([32, 64, 128])
+    print(f"\nload average: {open('/proc/loadavg').read().split()[:3]}")
+
+
+if __name__ == "__main__":
+    main()

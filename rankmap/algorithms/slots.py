@@ -1,0 +1,52 @@
+"""Task <-> slot bookkeeping for swap-based refinement.
+
+A PE that may hold ``cap`` tasks (``baselines.pe_capacity``: 1 for
+one-to-one, L_max / weight for equal-weight many-to-one) has ``cap`` slots;
+refinement then only ever swaps the contents of two slots (a task and a task,
+or a task and an empty slot), which keeps every PE load within its bound
+without further checks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..mapping import DEFAULT_EPS
+from .baselines import pe_capacity
+
+
+class SlotTable:
+    """``pe[t]`` (the mapping, updated in place by ``swap``), ``slot[t]``,
+    ``task_of_slot[s]`` (-1 when empty) and ``slot_pe[s]``."""
+
+    def __init__(self, graph, topology, pe_of_task, eps=None):
+        if eps is None and graph.n > topology.n_pes:
+            eps = DEFAULT_EPS  # as map_tasks does
+        self.cap = int(pe_capacity(graph, topology, eps)[0])
+        self.pe = np.array(pe_of_task, dtype=np.int64)
+        self.slot_pe = np.repeat(np.arange(topology.n_pes), self.cap)
+        self.task_of_slot = np.full(self.slot_pe.size, -1, dtype=np.int64)
+        fill = np.zeros(topology.n_pes, dtype=np.int64)
+        self.slot = np.empty(self.pe.size, dtype=np.int64)
+        for t, p in enumerate(self.pe.tolist()):  # tasks take their PE's slots in order
+            if fill[p] >= self.cap:
+                raise ValueError(f"PE {p} holds more than {self.cap} tasks")
+            self.slot[t] = p * self.cap + fill[p]
+            self.task_of_slot[self.slot[t]] = t
+            fill[p] += 1
+
+    def swap(self, u: int, s_new: int) -> int:
+        """Move task ``u`` into slot ``s_new`` and whatever was there into
+        u's old slot; returns that other task (-1 for an empty slot)."""
+        s_old = int(self.slot[u])
+        other = int(self.task_of_slot[s_new])
+        self.task_of_slot[s_old], self.task_of_slot[s_new] = other, u
+        self.slot[u], self.pe[u] = s_new, self.slot_pe[s_new]
+        if other >= 0:
+            self.slot[other], self.pe[other] = s_old, self.slot_pe[s_old]
+        return other
+
+    def slots_of_pes(self, pes) -> np.ndarray:
+        """All slots of the given PEs."""
+        pes = np.asarray(pes, dtype=np.int64)
+        return (pes[:, None] * self.cap + np.arange(self.cap)[None, :]).ravel()

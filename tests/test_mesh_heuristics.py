@@ -1,0 +1,142 @@
+"""Bhatele & Kale heuristics on meshes/tori, the nearest-free-node searches,
+pairwise exchange and task coordinates."""
+
+import numpy as np
+import pytest
+
+from rankmap.algorithms import map_tasks, method_names
+from rankmap.algorithms.mesh_heuristics import pairwise_exchange
+from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch
+from rankmap.cost import evaluate, mapping_cost
+from rankmap.graph import CommGraph
+from rankmap.layout import infer_coordinates, load_coordinates
+from rankmap.topology import MeshTopology, topology_from_strings
+
+HEURISTICS = ["bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"]
+
+
+def grid_graph(a, b, perm=None):
+    """Stencil graph of an a x b grid (the ideal mesh workload) and its coordinates."""
+    idx = np.arange(a * b).reshape(a, b)
+    s = np.concatenate([idx[:, :-1].ravel(), idx[:-1].ravel()])
+    d = np.concatenate([idx[:, 1:].ravel(), idx[1:].ravel()])
+    g = CommGraph.from_edges(np.r_[s, d], np.r_[d, s], np.full(2 * s.size, 8.0), n=a * b)
+    coords = np.stack(np.unravel_index(np.arange(a * b), (a, b)), axis=1).astype(float)
+    if perm is not None:
+        g = CommGraph(g.bytes[perm][:, perm])
+        coords = coords[perm]
+    return g, coords
+
+
+@pytest.mark.parametrize("dims,torus", [((8, 8), False), ((5, 7), True), ((4, 4, 4), True), ((3, 5, 4), False)])
+def test_quadtree_and_spiral_find_the_same_nearest_node(dims, torus):
+    m = MeshTopology(dims, torus=torus)
+    rng = np.random.default_rng(3)
+    cap = rng.integers(1, 3, m.n_nodes)
+    tree, spiral = FreeNodeTree(m, cap), SpiralSearch(m, cap)
+    for _ in range(int(cap.sum())):
+        point = [int(rng.integers(0, d)) for d in dims]
+        a = tree.nearest(point)
+        assert a == spiral.nearest(point)
+        # it really is the nearest free node, lowest id on ties
+        free = np.flatnonzero([spiral.free_at(v) > 0 for v in range(m.n_nodes)])
+        dist = m.node_distance(m.node_at(point), free)
+        assert a == free[np.flatnonzero(dist == dist.min())[0]]
+        tree.take(a)
+        spiral.take(a)
+    with pytest.raises(ValueError):
+        tree.nearest([0] * len(dims))
+
+
+@pytest.mark.parametrize("method", HEURISTICS)
+def test_heuristics_give_valid_mappings_and_beat_random(method):
+    rng = np.random.default_rng(11)  # not seed 0: "random" would undo the permutation
+    g, coords = grid_graph(8, 8, perm=rng.permutation(64))
+    m = MeshTopology((8, 8))
+    res = map_tasks(g, m, method=method, coords=coords)  # map_tasks validates one-to-one
+    rand = map_tasks(g, m, method="random")
+    assert mapping_cost(g, m, res.pe_of_task) < 0.6 * mapping_cost(g, m, rand.pe_of_task)
+
+
+def test_affine_mapping_recovers_the_grid_from_true_coordinates():
+    rng = np.random.default_rng(1)
+    g, coords = grid_graph(8, 16, perm=rng.permutation(128))
+    m = MeshTopology((8, 16))
+    pe = map_tasks(g, m, method="affn", coords=coords).pe_of_task
+    assert evaluate(g, m, pe).hops_per_byte == pytest.approx(1.0)
+    # stretched onto a 16 x 8 machine it cannot be perfect, but stays valid
+    pe = map_tasks(g, MeshTopology((16, 8)), method="affn", coords=coords).pe_of_task
+    assert evaluate(g, MeshTopology((16, 8)), pe).hops_per_byte > 1.0
+
+
+def test_fewer_tasks_disconnected_graph_cores_and_many_per_pe():
+    # two components, 10 tasks on a 3x3 torus with 2 cores per node
+    g = CommGraph.from_edges([0, 1, 2, 5, 6, 7], [1, 2, 3, 6, 7, 8], np.ones(6), n=10)
+    m = MeshTopology((3, 3), torus=True, cores=2)
+    coords = np.random.default_rng(0).random((10, 2))
+    for method in HEURISTICS:
+        pe = map_tasks(g, m, method=method, coords=coords).pe_of_task
+        assert np.unique(pe).size == 10
+    # 40 tasks on 18 PEs: L_max = 3 per PE at eps = 0
+    g2, c2 = grid_graph(5, 8)
+    for method in HEURISTICS:
+        res = map_tasks(g2, m, method=method, eps=0.0, coords=c2)
+        assert np.bincount(res.pe_of_task, minlength=18).max() <= 3
+
+
+def test_spiral_search_option_gives_the_same_mapping():
+    rng = np.random.default_rng(2)
+    g, coords = grid_graph(6, 6, perm=rng.permutation(36))
+    m = MeshTopology((3, 3, 4), torus=True)
+    for method in ("bft", "mht", "affn"):
+        a = map_tasks(g, m, method=method, coords=np.c_[coords, coords[:, 0]]).pe_of_task
+        b = map_tasks(g, m, method=method, coords=np.c_[coords, coords[:, 0]], search="spiral").pe_of_task
+        assert np.array_equal(a, b)
+
+
+def test_mesh_methods_refuse_tree_topologies_and_bad_coordinates(tmp_path):
+    g, coords = grid_graph(2, 2)
+    with pytest.raises(ValueError, match="does not map onto a tree topology"):
+        map_tasks(g, topology_from_strings("4", "1"), method="mht")
+    with pytest.raises(ValueError, match="does not map onto a mesh topology"):
+        map_tasks(g, MeshTopology((2, 2)), method="greedy")
+    assert "mht" in method_names(MeshTopology((2, 2))) and "greedy" not in method_names(MeshTopology((2, 2)))
+    # auto on a mesh is mesh_auto
+    assert np.array_equal(map_tasks(g, MeshTopology((2, 2)), method="auto").pe_of_task,
+                          map_tasks(g, MeshTopology((2, 2)), method="mesh_auto").pe_of_task)
+    with pytest.raises(ValueError, match="2 dimensions but the machine has 3"):
+        map_tasks(g, MeshTopology((2, 2, 1)), method="affn", coords=coords)
+    f = tmp_path / "xy.txt"
+    f.write_text("0 0\n1 0\n# comment\n0, 1\n1 x\n")
+    with pytest.raises(ValueError, match=r"xy.txt:5"):
+        load_coordinates(str(f))
+    f.write_text("0 0\n1 0\n0 1\n1 1\n")
+    assert load_coordinates(str(f), 4).shape == (4, 2)
+    with pytest.raises(ValueError, match="3 coordinate lines for 4 tasks|4 coordinate lines for 3"):
+        load_coordinates(str(f), 3)
+    pe = map_tasks(g, MeshTopology((2, 2)), method="affn", coords_file=str(f)).pe_of_task
+    assert np.unique(pe).size == 4
+
+
+def test_inferred_layout_keeps_neighbours_close():
+    g, coords = grid_graph(6, 6)
+    xy = infer_coordinates(g, 2, seed=0)
+    assert xy.shape == (36, 2)
+    assert np.array_equal(xy, infer_coordinates(g, 2, seed=0))
+    src, dst, _ = g.coo()
+    near = np.linalg.norm(xy[src] - xy[dst], axis=1).mean()
+    far = np.linalg.norm(xy[:, None] - xy[None], axis=2).mean()
+    assert near < 0.5 * far
+
+
+@pytest.mark.parametrize("topo", [MeshTopology((4, 4), torus=True, cores=2), topology_from_strings("2:4:4", "1:10:100")])
+def test_pairwise_exchange_only_lowers_J(topo):
+    rng = np.random.default_rng(5)
+    n = 24
+    src, dst = rng.integers(0, n, 120), rng.integers(0, n, 120)
+    g = CommGraph.from_edges(src, dst, rng.integers(1, 100, 120).astype(float), n=n)
+    start = rng.permutation(topo.n_pes)[:n]
+    out = pairwise_exchange(g, topo, start)
+    assert np.unique(out).size == n
+    assert mapping_cost(g, topo, out) < mapping_cost(g, topo, start)
+    assert mapping_cost(g, topo, pairwise_exchange(g, topo, out)) <= mapping_cost(g, topo, out)
