@@ -41,7 +41,7 @@ from ..graph import CommGraph
 from ..mapping import DEFAULT_EPS, balance_report
 from . import register
 
-BATCH = 8192
+BATCH = 32768
 DEFAULT_DEPTH = 10
 DEFAULT_BALL_CAP = 256
 CACHE_PAIRS = 1 << 23  # 8M pairs, 64 MB as int32
