@@ -1,9 +1,11 @@
 """``auto``: the strongest combination that fits a time budget, best J kept.
 
 The plan is a list of (start method, options) runs, each followed by swap
-refinement, in order of value: multisection (KaHIP fast), GreedyAllC,
-TreeMatch when it is registered, multisection eco and strong, then strong
-with further seeds.  Runs join the plan while their *estimated* cost (a
+refinement, in order of value: multisection fast with KaHIP and with
+Mt-KaHyPar (1 thread), GreedyAllC, TreeMatch when it is registered,
+multisection eco and strong with both backends, then strong with further
+seeds.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
+on some many-to-one instances, KaHIP's on others), hence both.  Runs join the plan while their *estimated* cost (a
 work model in tasks, edges and tree nodes, calibrated on a 2-core machine)
 fits ``time_limit``; the first run always happens.  Because the plan depends
 only on the instance, the seed and the budget, never on the clock, auto is
@@ -53,12 +55,19 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> list[tuple
     """The runs auto makes for this instance and budget, in order."""
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     refine = _refine_cost(graph)
-    runs = [("multisection", {"preset": "fast", "seed": seed}, _multisection_cost(graph, topology, "fast")),
-            ("greedy_allc", {"seed": seed}, graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)),
-            ("treematch", {"seed": seed}, graph.n * _PER_GREEDY_TASK * 4),
-            ("multisection", {"preset": "eco", "seed": seed}, _multisection_cost(graph, topology, "eco"))]
-    strong = _multisection_cost(graph, topology, "strong")
-    runs += [("multisection", {"preset": "strong", "seed": seed + i}, strong) for i in range(8)]
+    def ms(backend, preset, run_seed):
+        cost = _multisection_cost(graph, topology, preset) * (1.5 if backend == "mtkahypar" else 1.0)
+        opts = {"preset": preset, "backend": backend, "seed": run_seed}
+        if backend == "mtkahypar":
+            opts["threads"] = 1  # one thread: deterministic per seed
+        return ("multisection", opts, cost)
+
+    greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
+    runs = [ms("kahip", "fast", seed), ms("mtkahypar", "fast", seed),
+            ("greedy_allc", {"seed": seed}, greedy_cost), ("treematch", {"seed": seed}, greedy_cost),
+            ms("kahip", "eco", seed), ms("mtkahypar", "eco", seed),
+            ms("kahip", "strong", seed), ms("mtkahypar", "strong", seed)]
+    runs += [ms(b, "strong", seed + i) for i in range(1, 5) for b in ("kahip", "mtkahypar")]
     chosen, spent = [], 0.0
     for name, opts, cost in runs:
         if name not in METHODS:
