@@ -356,17 +356,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-traffic", dest="traffic", action="store_false")
     ap.add_argument("--many", action="store_true", help="also run the many-to-one comparison")
+    ap.add_argument("--only-many", action="store_true", help="run only the many-to-one comparison")
     ap.add_argument("--plot", default="benchmarks/results/quality_peers.png")
     args = ap.parse_args(argv)
     print("load average:", Path("/proc/loadavg").read_text().strip())
     scotch = ensure_scotch()
     print("scotch:", scotch or "not installable here: Scotch skipped")
-    rows, peers, ours = run_one_to_one(args, scotch)
-    summarize(rows, peers, ours)
-    if args.plot:
-        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot(rows, peers, ours, args.plot)
-    if args.many:
+    if not args.only_many:
+        rows, peers, ours = run_one_to_one(args, scotch)
+        summarize(rows, peers, ours)
+        if args.plot:
+            Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+            plot(rows, peers, ours, args.plot)
+    if args.many or args.only_many:
         run_many_to_one(args, scotch)
     print("load average:", Path("/proc/loadavg").read_text().strip())
     return 0

@@ -74,3 +74,12 @@ def test_bad_options_are_clear_errors():
     topo = hierarchy_topology([2, 2], [1, 10])
     with pytest.raises(ValueError, match="backend"):
         map_tasks(g, topo, method="multisection", backend="scotch")
+
+
+def test_many_to_one_with_tight_l_max():
+    # 2851 tasks on 128 PEs: L_max = floor(1.03 * 23) = 23, only 3% slack in total;
+    # the Lemma's continuous bounds alone would round below what the tasks need
+    g = grid_graph(2851, 1)
+    topo = hierarchy_topology([4, 8, 4], [1, 10, 100])
+    m = map_tasks(g, topo, method="multisection", eps=0.03, preset="fast")
+    assert np.bincount(m.pe_of_task, minlength=128).max() <= 23

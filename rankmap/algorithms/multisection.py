@@ -99,7 +99,9 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
             ratio = (1 + eps) * pes.sum() * total / (k * max(c_sub, 1e-300))
             sub_eps = max(ratio ** (1.0 / int(height[node])) - 1.0, 0.0)
             capacity = (1 + sub_eps) * c_sub * pes / pes.sum()
-            # parts that are PEs (or keep only PEs below) must meet L_max itself
+            # the Lemma's bound is continuous: with whole tasks allow one more
+            # heaviest task when it is tight, but never more than L_max per PE
+            capacity = np.maximum(capacity, c_sub * pes / pes.sum() + ws.max(initial=0.0))
             capacity = np.minimum(capacity, l_max * pes)
             targets = pes
         live = targets > 0
