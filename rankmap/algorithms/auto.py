@@ -1,8 +1,10 @@
 """``auto``: the strongest combination that fits a time budget, best J kept.
 
 The plan is a list of (start method, options) runs, each followed by swap
-refinement, in order of value: multisection fast with KaHIP and with
-Mt-KaHyPar (1 thread), GreedyAllC, TreeMatch when it is registered,
+refinement, in order of value: multisection fast with KaHIP, the given
+order (identity: when the tasks are blocks numbered by a recursive
+bisection, as in model creation, it is often the best start), multisection
+fast with Mt-KaHyPar (1 thread), GreedyAllC, TreeMatch when it is registered,
 multisection eco and strong with both backends, then strong with further
 seeds.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
 on some many-to-one instances, KaHIP's on others), hence both.  Runs join the plan while their *estimated* cost (a
@@ -63,7 +65,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> list[tuple
         return ("multisection", opts, cost)
 
     greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
-    runs = [ms("kahip", "fast", seed), ms("mtkahypar", "fast", seed),
+    runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
             ("greedy_allc", {"seed": seed}, greedy_cost), ("treematch", {"seed": seed}, greedy_cost),
             ms("kahip", "eco", seed), ms("mtkahypar", "eco", seed),
             ms("kahip", "strong", seed), ms("mtkahypar", "strong", seed)]
