@@ -11,8 +11,13 @@ family derived from COMM_WORLD records, wherever it is passed.  ``MPI.Win``
 and ``MPI.Prequest`` are replaced likewise, so windows created with
 ``MPI.Win.Create(..., comm=...)`` record one-sided traffic and
 ``MPI.Prequest.Startall`` counts persistent sends when they start.
-A communicator made from a raw handle (``Comm.f2py``, ``fromhandle``) is not
-derived from a recording one: pass it through ``rankmap.profile.wrap``.
+The communicator classes are replaced too (by stand-ins that still pass
+``isinstance`` for plain communicators), so class-level calls
+(``MPI.Comm.Get_parent()``, ``Join``, ``MPI.Intracomm.Create_from_group``,
+``f2py``, ``fromhandle``) return recording communicators, and unbound calls
+such as ``MPI.Comm.Send(comm, ...)`` (``mpi4py.util.pkl5``) record.  A
+communicator built outside Python (a C extension's handle turned into an
+mpi4py object there) is not seen: pass it through ``rankmap.profile.wrap``.
 
 Every method records after the MPI call returned (a failing call records
 nothing) into ``recorder.active``; destinations are translated to COMM_WORLD
@@ -118,6 +123,23 @@ _LAZY = {  # per-communicator tables, built at first use
     "_plans": lambda comm: {},  # (op, root) -> [(world rank, factor)]
     "_nbrs": lambda comm: _out_neighbours(comm),
 }
+
+
+class _StandIn(type):
+    """Metaclass of the recording classes ``install`` puts in ``mpi4py.MPI``
+    in place of mpi4py's own (``MPI.Comm``, ``MPI.Intracomm``, ``MPI.Win``...):
+    ``isinstance``/``issubclass`` answer as for the mpi4py class it stands in
+    for (``__mpi4py__``), so a plain communicator still is an
+    ``MPI.Intracomm``.  Subclasses (e.g. ``mpi4py.util.pkl5.Comm`` defined
+    after ``install``) check as usual."""
+
+    def __instancecheck__(cls, obj):
+        original = cls.__dict__.get("__mpi4py__")
+        return isinstance(obj, original) if original else type.__instancecheck__(cls, obj)
+
+    def __subclasscheck__(cls, sub):
+        original = cls.__dict__.get("__mpi4py__")
+        return issubclass(sub, original) if original else type.__subclasscheck__(cls, sub)
 
 
 class _Recording:
@@ -443,8 +465,10 @@ def _neighbour_pickled(name: str):
 
 
 # ------------------------------------------------ persistent requests (Start)
-class Prequest(_BasePrequest):
+class Prequest(_BasePrequest, metaclass=_StandIn):
     """A persistent request that records its sends each time it starts."""
+
+    __mpi4py__ = _BasePrequest
 
     def Start(self) -> None:
         _BasePrequest.Start(self)
@@ -526,6 +550,22 @@ def _creator(owner, name: str):
     return method
 
 
+def _class_creator(base, name: str):
+    """A classmethod (Get_parent, Join, Create_from_group, f2py, ...) that
+    returns the recording version of what mpi4py's returns."""
+    create = getattr(base, name)
+
+    def method(cls, *args, **kwargs):
+        return wrap(create(*args, **kwargs))
+
+    method.__name__ = name
+    method.__doc__ = create.__doc__
+    return classmethod(method)
+
+
+# communicators made by class-level calls: MPI.Comm.Get_parent(), MPI.Intracomm.Create_from_group(...)
+_CLASS_CREATORS = ("Get_parent", "Join", "Create_from_group", "Create_from_groups", "f2py", "fromhandle")
+
 _CREATORS = {
     _Comm: ("Dup", "Dup_with_info", "Idup", "Idup_with_info", "Clone", "Split"),
     MPI.Intracomm: ("Create", "Create_group", "Split_type", "Create_cart", "Create_graph",
@@ -583,11 +623,14 @@ def _make(name, base, *extra):
     for more in extra:
         ns.update(more)
     ns = {k: v for k, v in ns.items() if hasattr(base, k)}
+    ns.update({meth: _class_creator(base, meth) for meth in _CLASS_CREATORS if hasattr(base, meth)})
     ns["__doc__"] = f"{base.__name__} that records the traffic it sends (rankmap.profile)."
     ns["__module__"] = __name__
-    return type(name, (_Recording, base), ns)
+    ns["__mpi4py__"] = base
+    return _StandIn(name, (_Recording, base), ns)
 
 
+Comm = _make("Comm", MPI.Comm)  # MPI.Comm.Send(comm, ...) & co. record too (mpi4py.util.pkl5)
 Intracomm = _make("Intracomm", MPI.Intracomm)
 Intercomm = _make("Intercomm", MPI.Intercomm)
 Cartcomm = _make("Cartcomm", MPI.Cartcomm, _topo_methods())
@@ -614,8 +657,10 @@ def _rma_done(win, result, put, fetch, target):
     return result
 
 
-class Win(MPI.Win):
+class Win(MPI.Win, metaclass=_StandIn):
     """A window that records Put/Get/Accumulate bytes per target."""
+
+    __mpi4py__ = MPI.Win
 
     def __getattr__(self, name):
         if name != "_rmw":
@@ -634,22 +679,29 @@ for _name, _args in {"Put": "origin, None", "Rput": "origin, None", "Accumulate"
 
 
 # ------------------------------------------------------------------ install
+_STAND_INS = {"Comm": Comm, "Intracomm": Intracomm, "Intercomm": Intercomm, "Cartcomm": Cartcomm,
+              "Graphcomm": Graphcomm, "Distgraphcomm": Distgraphcomm, "Win": Win,
+              "Prequest": Prequest}
+
+
 def install(recorder: Recorder, pcontrol=None):
     """Make ``recorder`` the target of all recording and replace the mpi4py
-    module attributes (COMM_WORLD, COMM_SELF, Win, Prequest, Pcontrol, the
-    pickler's hooks).  Returns the recording COMM_WORLD."""
+    module attributes (COMM_WORLD, COMM_SELF, the communicator classes, Win,
+    Prequest, Pcontrol, the pickler's hooks).  Returns the recording
+    COMM_WORLD."""
     global _REC, _EXTERNAL, _WORLD_GROUP
     _REC = recorder
     if _ORIGINAL:
         return MPI.COMM_WORLD
     _EXTERNAL = recorder.world_size
     _WORLD_GROUP = MPI.COMM_WORLD.Get_group()
-    for attr in ("COMM_WORLD", "COMM_SELF", "Win", "Prequest", "Pcontrol"):
+    for attr, replacement in _STAND_INS.items():
+        _ORIGINAL[attr] = getattr(MPI, attr)
+        setattr(MPI, attr, replacement)
+    for attr in ("COMM_WORLD", "COMM_SELF", "Pcontrol"):
         _ORIGINAL[attr] = getattr(MPI, attr)
     MPI.COMM_WORLD = Intracomm(_ORIGINAL["COMM_WORLD"])
     MPI.COMM_SELF = Intracomm(_ORIGINAL["COMM_SELF"])
-    MPI.Win = Win
-    MPI.Prequest = Prequest
     if pcontrol is not None:
         MPI.Pcontrol = pcontrol
     MPI.pickle.__init__(_dumps, _loads, MPI.pickle.PROTOCOL)
