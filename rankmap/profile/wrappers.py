@@ -92,7 +92,8 @@ def _forward(base, after, args: str = "", capture: bool = False, **consts):
                 f"    finally:\n        _disarm()\n    return _after(self, _returned, _sizes{args})\n")
     else:
         body = f"    return _after(self, _base({call}){args})\n"
-    exec(head + body, ns)  # noqa: S102 - source built above from mpi4py's signature
+    ns["__name__"] = __name__
+    exec(compile(head + body, f"<rankmap.profile {base.__qualname__}>", "exec"), ns)  # noqa: S102
     method = ns[base.__name__]
     unknown = [n for n in method.__code__.co_names if n not in ns]
     if unknown:
