@@ -7,13 +7,14 @@
    repeats; the difference is what the wrapper adds per call.
 2. 2 ranks (mpiexec), plain vs under ``python -m rankmap.profile``: ping-pong
    8 B .. 1 MiB (time per round trip) and Allreduce/Bcast of 8 B (time per
-   call), with the added time per intercepted call.
-3. a halo-exchange program (profiling/halo2d.py, 4 ranks): wall time (start-up
-   and trace writing included) and its own loop time, plain vs profiled, and
-   the added loop time per intercepted Sendrecv.
-Multi-process figures are medians over plain and profiled jobs run
-alternately (so a change of load hits both alike), with their spread.
-Timings on a shared machine are noisy: the load average is printed beside them.
+   call), timed in many short chunks, with the added time per intercepted call.
+3. a halo-exchange program (profiling/halo2d.py, 2 ranks by default: one per
+   core here): wall time (start-up and trace writing included) and its own
+   loop time, plain vs profiled, and the added loop time per Sendrecv.
+Multi-process figures come from plain and profiled jobs run alternately (so
+a change of load hits both alike): medians, and the 10th percentile of the
+chunks (resp. the fastest job), which scheduling delays on a busy machine
+do not reach.  The load average is printed beside every table.
 """
 
 from __future__ import annotations
@@ -102,33 +103,33 @@ import numpy as np
 from mpi4py import MPI
 c = MPI.COMM_WORLD
 me = c.Get_rank()
-reps = int(sys.argv[1])
-out = {}
-for size in [8, 64, 1024, 16384, 131072, 1048576]:
-    buf = np.zeros(size, dtype=np.uint8)
-    iters = max(20, min(1000, 10_000_000 // (size * 50 + 1)))
+chunks = int(sys.argv[1])
+
+
+def sample(step, iters):
+    # time per iteration of `chunks` short chunks: on a busy machine some
+    # chunks run with both ranks on a core, and the low percentiles show it
     times = []
-    for rep in range(reps):
+    for _ in range(chunks):
         c.Barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
-            if me == 0:
-                c.Send(buf, 1, 0); c.Recv(buf, 1, 0)
-            else:
-                c.Recv(buf, 0, 0); c.Send(buf, 0, 0)
+            step()
         times.append((time.perf_counter() - t0) / iters * 1e6)
-    out[f"pingpong {size}"] = times
+    return times
+
+
+out = {}
+for size in [8, 64, 1024, 16384, 131072, 1048576]:
+    buf = np.zeros(size, dtype=np.uint8)
+    if me == 0:
+        step = lambda: (c.Send(buf, 1, 0), c.Recv(buf, 1, 0))
+    else:
+        step = lambda: (c.Recv(buf, 0, 0), c.Send(buf, 0, 0))
+    out[f"pingpong {size}"] = sample(step, max(5, min(50, 400_000 // size)))
 x = np.zeros(1)
-for name, call in (("Allreduce 8 B", lambda: c.Allreduce(MPI.IN_PLACE, x)),
-                   ("Bcast 8 B", lambda: c.Bcast(x, 0))):
-    times = []
-    for rep in range(reps):
-        c.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(1000):
-            call()
-        times.append((time.perf_counter() - t0) / 1000 * 1e6)
-    out[name] = times
+out["Allreduce 8 B"] = sample(lambda: c.Allreduce(MPI.IN_PLACE, x), 50)
+out["Bcast 8 B"] = sample(lambda: c.Bcast(x, 0), 50)
 if me == 0:
     print("RESULT " + json.dumps(out))
 """
@@ -154,8 +155,8 @@ def profiled(tmp, name):
     return ["-m", "rankmap.profile", "--no-topology", "-o", str(Path(tmp) / f"{name}.rmtrace.npz")]
 
 
-def pingpong(tmp, runs: int, reps: int) -> dict:
-    """{case: {"plain": [us...], "profiled": [us...]}}: every repetition of
+def pingpong(tmp, runs: int, chunks: int) -> dict:
+    """{case: {"plain": [us...], "profiled": [us...]}}: every chunk of
     ``runs`` job pairs, plain and profiled jobs alternating so that a change
     of machine load hits both alike."""
     script = Path(tmp) / "pingpong.py"
@@ -163,7 +164,7 @@ def pingpong(tmp, runs: int, reps: int) -> dict:
     res: dict = {}
     for _ in range(runs):
         for label, pre in (("plain", []), ("profiled", profiled(tmp, "pp"))):
-            out, _ = run_mpi(2, [*pre, str(script), str(reps)], tmp)
+            out, _ = run_mpi(2, [*pre, str(script), str(chunks)], tmp)
             line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
             for case, times in json.loads(line[7:]).items():
                 res.setdefault(case, {"plain": [], "profiled": []})[label].extend(times)
@@ -173,14 +174,14 @@ def pingpong(tmp, runs: int, reps: int) -> dict:
 HALO_CALLS = 4  # Sendrecv calls per iteration and rank in halo2d.py
 
 
-def halo(tmp, iters: int, runs: int) -> dict:
+def halo(tmp, ranks: int, iters: int, runs: int) -> dict:
     """Wall time (start-up and trace writing included) and the program's own
     loop time, plain and profiled jobs alternating."""
     args = [str(ROOT / "profiling" / "halo2d.py"), "--n", "64", "--iters", str(iters)]
     res = {"plain": ([], []), "profiled": ([], [])}
     for _ in range(runs):
         for label, pre in (("plain", []), ("profiled", profiled(tmp, "h"))):
-            out, wall = run_mpi(4, [*pre, *args], tmp)
+            out, wall = run_mpi(ranks, [*pre, *args], tmp)
             loop = float(re.search(r"time ([0-9.]+)s", out).group(1))
             res[label][0].append(wall)
             res[label][1].append(loop)
@@ -192,6 +193,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--part", choices=["all", "percall", "pingpong", "halo"], default="all")
     ap.add_argument("--runs", type=int, default=7, help="plain/profiled job pairs per multi-process case")
+    ap.add_argument("--halo-ranks", type=int, default=2, help="ranks of the halo program (2: one per core here)")
     a = ap.parse_args()
     number, repeat = (5000, 3) if a.quick else (10000, 15)
     if a.part in ("all", "percall"):
@@ -200,41 +202,47 @@ def main() -> None:
         print(f"{'call':<28}{'plain us':>10}{'profiled us':>13}{'added us':>10}")
         for name, base, prof in per_call(number, repeat):
             print(f"{name:<28}{base:>10.3f}{prof:>13.3f}{prof - base:>10.3f}")
-    runs, reps = (2, 3) if a.quick else (a.runs, 5)
+    runs, chunks = (2, 10) if a.quick else (a.runs, 40)
     with tempfile.TemporaryDirectory() as tmp:
         if a.part in ("all", "pingpong"):
             load0 = loadavg()
-            res = pingpong(tmp, runs, reps)
-            print(f"\n2. 2 ranks: time per round trip (ping-pong) or per call, median of {runs} jobs "
-                  f"x {reps} repetitions (load {load0} -> {loadavg()})")
-            print(f"{'case':<18}{'plain us':>10}{'spread':>8}{'profiled us':>13}{'added us':>10}"
-                  f"{'per call':>10}")
+            res = pingpong(tmp, runs, chunks)
+            print(f"\n2. 2 ranks: us per round trip (ping-pong) or per call; median and 10th percentile "
+                  f"of {runs} jobs x {chunks} chunks (load {load0} -> {loadavg()})")
+            print(f"{'case':<17}{'plain med/p10':>16}{'profiled med/p10':>19}{'added per call med/p10':>25}")
             for case, t in res.items():
-                base, prof = median(t["plain"]), median(t["profiled"])
                 calls = 2 if case.startswith("pingpong") else 1  # wrapped calls on the critical path
-                print(f"{case:<18}{base:>10.2f}{spread(t['plain']):>7.0%} {prof:>12.2f}"
-                      f"{prof - base:>10.2f}{(prof - base) / calls:>10.2f}")
-            print("spread: interquartile range of the plain runs / median; per call: a round trip "
-                  "has two intercepted Sends on its critical path")
+                base, prof = summary(t["plain"]), summary(t["profiled"])
+                added = [(p - b) / calls for p, b in zip(prof, base)]
+                print(f"{case:<17}{pair(base):>16}{pair(prof):>19}{pair(added):>25}")
+            print("a round trip has two intercepted Sends on its critical path: added per call = added / 2")
         if a.part in ("all", "halo"):
             iters = 100 if a.quick else 400
             load0 = loadavg()
-            res = halo(tmp, iters, runs)
-            (wall0, loop0), (wall1, loop1) = ([median(x) for x in res[k]] for k in ("plain", "profiled"))
+            res = halo(tmp, a.halo_ranks, iters, runs)
             calls = iters * HALO_CALLS
-            print(f"\n3. halo2d.py, 4 ranks, {iters} iterations ({calls} Sendrecv per rank), "
-                  f"median of {runs} jobs each (load {load0} -> {loadavg()})")
-            print(f"{'':<22}{'plain':>9}{'profiled':>10}{'added':>9}")
-            print(f"{'wall incl. start-up s':<22}{wall0:>9.3f}{wall1:>10.3f}{wall1 - wall0:>9.3f}")
-            print(f"{'loop s':<22}{loop0:>9.3f}{loop1:>10.3f}{loop1 - loop0:>9.3f}")
-            print(f"added per intercepted call (loop): {(loop1 - loop0) / calls * 1e6:.2f} us; "
-                  f"loop spread plain {spread(res['plain'][1]):.0%}, profiled {spread(res['profiled'][1]):.0%}")
+            print(f"\n3. halo2d.py, {a.halo_ranks} ranks, {iters} iterations ({calls} Sendrecv per rank), "
+                  f"median and minimum of {runs} jobs each (load {load0} -> {loadavg()})")
+            print(f"{'':<22}{'plain med/min':>16}{'profiled med/min':>19}{'added med/min':>16}")
+            for row, k, unit in (("wall incl. start-up s", 0, 1), ("loop s", 1, 1),
+                                 ("loop per call us", 1, 1e6 / calls)):
+                base, prof = (best_and_median(res[label][k], unit) for label in ("plain", "profiled"))
+                print(f"{row:<22}{pair(base, 3):>16}{pair(prof, 3):>19}"
+                      f"{pair([p - b for p, b in zip(prof, base)], 3):>16}")
 
 
-def spread(values) -> float:
-    """Interquartile range relative to the median: how much to trust a median."""
-    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return (q[2] - q[0]) / q[1]
+def summary(values) -> tuple[float, float]:
+    """(median, 10th percentile): scheduling delays only add time, so the low
+    percentile is what a call costs when both ranks hold a core."""
+    return median(values), statistics.quantiles(values, n=10)[0] if len(values) > 1 else values[0]
+
+
+def best_and_median(values, scale) -> tuple[float, float]:
+    return median(values) * scale, min(values) * scale
+
+
+def pair(values, digits: int = 2) -> str:
+    return " / ".join(f"{v:.{digits}f}" for v in values)
 
 
 if __name__ == "__main__":
