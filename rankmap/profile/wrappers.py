@@ -614,8 +614,12 @@ def _topo_methods() -> dict:
     return ns
 
 
+_COMM_METHODS = _comm_methods()  # generated once, shared by every class
+_TOPO_METHODS = _topo_methods()
+
+
 def _make(name, base, *extra):
-    ns = _comm_methods()
+    ns = dict(_COMM_METHODS)
     for owner in (MPI.Intracomm, MPI.Intercomm, MPI.Cartcomm):
         if issubclass(base, owner) and owner is not _Comm:
             for meth in _CREATORS[owner]:
@@ -634,9 +638,9 @@ def _make(name, base, *extra):
 Comm = _make("Comm", MPI.Comm)  # MPI.Comm.Send(comm, ...) & co. record too (mpi4py.util.pkl5)
 Intracomm = _make("Intracomm", MPI.Intracomm)
 Intercomm = _make("Intercomm", MPI.Intercomm)
-Cartcomm = _make("Cartcomm", MPI.Cartcomm, _topo_methods())
-Graphcomm = _make("Graphcomm", MPI.Graphcomm, _topo_methods())
-Distgraphcomm = _make("Distgraphcomm", MPI.Distgraphcomm, _topo_methods())
+Cartcomm = _make("Cartcomm", MPI.Cartcomm, _TOPO_METHODS)
+Graphcomm = _make("Graphcomm", MPI.Graphcomm, _TOPO_METHODS)
+Distgraphcomm = _make("Distgraphcomm", MPI.Distgraphcomm, _TOPO_METHODS)
 
 
 # ---------------------------------------------------------------- one-sided
