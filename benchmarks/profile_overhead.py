@@ -1,15 +1,20 @@
 """Overhead of rankmap.profile: per intercepted call, ping-pong, whole program.
 
-    python benchmarks/profile_overhead.py [--quick]
+    python benchmarks/profile_overhead.py [--quick] [--part percall|pingpong|halo] [--runs N]
 
 1. per-call: one process, the same call on a plain and on a recording
    communicator (COMM_SELF, message to itself), best CPU time of several
    repeats; the difference is what the wrapper adds per call.
-2. ping-pong 8 B .. 1 MiB on 2 ranks (mpiexec), plain vs under
-   ``python -m rankmap.profile``: time per round trip.
-3. a halo-exchange program (profiling/halo2d.py, 4 ranks): wall time plain vs
-   profiled (includes the profiler's start-up and trace writing).
-Timings on a shared machine are noisy: the load average is printed beside them.
+2. 2 ranks (mpiexec), plain vs under ``python -m rankmap.profile``: ping-pong
+   8 B .. 1 MiB (time per round trip) and Allreduce/Bcast of 8 B (time per
+   call), timed in many short chunks, with the added time per intercepted call.
+3. a halo-exchange program (profiling/halo2d.py, 2 ranks by default: one per
+   core here): wall time (start-up and trace writing included) and its own
+   loop time, plain vs profiled, and the added loop time per Sendrecv.
+Multi-process figures come from plain and profiled jobs run alternately (so
+a change of load hits both alike): medians, and the 10th percentile of the
+chunks (resp. the fastest job), which scheduling delays on a busy machine
+do not reach.  The load average is printed beside every table.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -34,16 +42,18 @@ def loadavg() -> str:
         return "?"
 
 
-def best_per_call(fn, number: int, repeat: int) -> float:
-    """Best CPU time per call of this thread (time.thread_time): on a loaded
-    machine wall time mostly measures waiting for a core."""
-    best = float("inf")
+def best_per_call(fns, number: int, repeat: int) -> list[float]:
+    """Best CPU time per call of this thread (time.thread_time: on a loaded
+    machine wall time mostly measures waiting for a core) of each function,
+    their repeats interleaved so that a busy moment hits them alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.thread_time()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.thread_time() - t0) / number)
-    return best * 1e6
+        for i, fn in enumerate(fns):
+            t0 = time.thread_time()
+            for _ in range(number):
+                fn()
+            best[i] = min(best[i], (time.thread_time() - t0) / number)
+    return [b * 1e6 for b in best]
 
 
 def _isend_recv(c, sbuf, rbuf):
@@ -82,8 +92,7 @@ def per_call(number: int, repeat: int) -> list[tuple[str, float, float]]:
     }
     rows = []
     for name, call in cases.items():
-        base = best_per_call(lambda: call(plain), number, repeat)
-        prof = best_per_call(lambda: call(rec), number, repeat)
+        base, prof = best_per_call([lambda: call(plain), lambda: call(rec)], number, repeat)
         rows.append((name, base, prof))
     return rows
 
@@ -94,21 +103,33 @@ import numpy as np
 from mpi4py import MPI
 c = MPI.COMM_WORLD
 me = c.Get_rank()
-out = {}
-for size in [8, 64, 1024, 16384, 131072, 1048576]:
-    buf = np.zeros(size, dtype=np.uint8)
-    iters = max(20, min(2000, 20_000_000 // (size * 50 + 1)))
-    best = 1e9
-    for rep in range(3):
+chunks = int(sys.argv[1])
+
+
+def sample(step, iters):
+    # time per iteration of `chunks` short chunks: on a busy machine some
+    # chunks run with both ranks on a core, and the low percentiles show it
+    times = []
+    for _ in range(chunks):
         c.Barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
-            if me == 0:
-                c.Send(buf, 1, 0); c.Recv(buf, 1, 0)
-            else:
-                c.Recv(buf, 0, 0); c.Send(buf, 0, 0)
-        best = min(best, (time.perf_counter() - t0) / iters)
-    out[size] = best * 1e6
+            step()
+        times.append((time.perf_counter() - t0) / iters * 1e6)
+    return times
+
+
+out = {}
+for size in [8, 64, 1024, 16384, 131072, 1048576]:
+    buf = np.zeros(size, dtype=np.uint8)
+    if me == 0:
+        step = lambda: (c.Send(buf, 1, 0), c.Recv(buf, 1, 0))
+    else:
+        step = lambda: (c.Recv(buf, 0, 0), c.Send(buf, 0, 0))
+    out[f"pingpong {size}"] = sample(step, max(5, min(50, 400_000 // size)))
+x = np.zeros(1)
+out["Allreduce 8 B"] = sample(lambda: c.Allreduce(MPI.IN_PLACE, x), 50)
+out["Bcast 8 B"] = sample(lambda: c.Bcast(x, 0), 50)
 if me == 0:
     print("RESULT " + json.dumps(out))
 """
@@ -130,53 +151,98 @@ def run_mpi(n, args, cwd):
     return proc.stdout, wall
 
 
-def pingpong(tmp) -> dict:
+def profiled(tmp, name):
+    return ["-m", "rankmap.profile", "--no-topology", "-o", str(Path(tmp) / f"{name}.rmtrace.npz")]
+
+
+def pingpong(tmp, runs: int, chunks: int) -> dict:
+    """{case: {"plain": [us...], "profiled": [us...]}}: every chunk of
+    ``runs`` job pairs, plain and profiled jobs alternating so that a change
+    of machine load hits both alike."""
     script = Path(tmp) / "pingpong.py"
     script.write_text(PINGPONG)
-    res = {}
-    for label, pre in (("plain", []), ("profiled", ["-m", "rankmap.profile", "--no-topology", "-o",
-                                                     str(Path(tmp) / "pp.rmtrace.npz")])):
-        out, _ = run_mpi(2, [*pre, str(script)], tmp)
-        line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
-        res[label] = {int(k): v for k, v in json.loads(line[7:]).items()}
+    res: dict = {}
+    for _ in range(runs):
+        for label, pre in (("plain", []), ("profiled", profiled(tmp, "pp"))):
+            out, _ = run_mpi(2, [*pre, str(script), str(chunks)], tmp)
+            line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
+            for case, times in json.loads(line[7:]).items():
+                res.setdefault(case, {"plain": [], "profiled": []})[label].extend(times)
     return res
 
 
-def halo(tmp, iters: int, repeat: int) -> tuple[float, float]:
-    prog = str(ROOT / "profiling" / "halo2d.py")
-    args = [prog, "--n", "64", "--iters", str(iters)]
-    plain = min(run_mpi(4, args, tmp)[1] for _ in range(repeat))
-    prof = min(run_mpi(4, ["-m", "rankmap.profile", "--no-topology", "-o",
-                           str(Path(tmp) / "h.rmtrace.npz"), *args], tmp)[1] for _ in range(repeat))
-    return plain, prof
+HALO_CALLS = 4  # Sendrecv calls per iteration and rank in halo2d.py
+
+
+def halo(tmp, ranks: int, iters: int, runs: int) -> dict:
+    """Wall time (start-up and trace writing included) and the program's own
+    loop time, plain and profiled jobs alternating."""
+    args = [str(ROOT / "profiling" / "halo2d.py"), "--n", "64", "--iters", str(iters)]
+    res = {"plain": ([], []), "profiled": ([], [])}
+    for _ in range(runs):
+        for label, pre in (("plain", []), ("profiled", profiled(tmp, "h"))):
+            out, wall = run_mpi(ranks, [*pre, *args], tmp)
+            loop = float(re.search(r"time ([0-9.]+)s", out).group(1))
+            res[label][0].append(wall)
+            res[label][1].append(loop)
+    return res
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--part", choices=["all", "percall", "pingpong", "halo"], default="all")
+    ap.add_argument("--runs", type=int, default=7, help="plain/profiled job pairs per multi-process case")
+    ap.add_argument("--halo-ranks", type=int, default=2, help="ranks of the halo program (2: one per core here)")
     a = ap.parse_args()
-    number, repeat = (5000, 3) if a.quick else (20000, 5)
+    number, repeat = (5000, 3) if a.quick else (10000, 15)
     if a.part in ("all", "percall"):
         print(f"1. per intercepted call, one process, CPU time (best of {repeat} x {number}; "
               f"load {loadavg()})")
         print(f"{'call':<28}{'plain us':>10}{'profiled us':>13}{'added us':>10}")
         for name, base, prof in per_call(number, repeat):
             print(f"{name:<28}{base:>10.3f}{prof:>13.3f}{prof - base:>10.3f}")
+    runs, chunks = (2, 10) if a.quick else (a.runs, 40)
     with tempfile.TemporaryDirectory() as tmp:
         if a.part in ("all", "pingpong"):
-            print(f"\n2. ping-pong, 2 ranks, time per round trip (best of 3; load {loadavg()})")
-            res = pingpong(tmp)
-            print(f"{'bytes':>9}{'plain us':>11}{'profiled us':>13}{'added us':>10}")
-            for size in res["plain"]:
-                b, p = res["plain"][size], res["profiled"][size]
-                print(f"{size:>9}{b:>11.2f}{p:>13.2f}{p - b:>10.2f}")
+            load0 = loadavg()
+            res = pingpong(tmp, runs, chunks)
+            print(f"\n2. 2 ranks: us per round trip (ping-pong) or per call; median and 10th percentile "
+                  f"of {runs} jobs x {chunks} chunks (load {load0} -> {loadavg()})")
+            print(f"{'case':<17}{'plain med/p10':>16}{'profiled med/p10':>19}{'added per call med/p10':>25}")
+            for case, t in res.items():
+                calls = 2 if case.startswith("pingpong") else 1  # wrapped calls on the critical path
+                base, prof = summary(t["plain"]), summary(t["profiled"])
+                added = [(p - b) / calls for p, b in zip(prof, base)]
+                print(f"{case:<17}{pair(base):>16}{pair(prof):>19}{pair(added):>25}")
+            print("a round trip has two intercepted Sends on its critical path: added per call = added / 2")
         if a.part in ("all", "halo"):
             iters = 100 if a.quick else 400
-            plain, prof = halo(tmp, iters, 2 if a.quick else 3)
-            print(f"\n3. halo2d.py, 4 ranks, {iters} iterations, wall time incl. start-up "
-                  f"(best of runs; load {loadavg()})")
-            print(f"plain {plain:.2f} s   profiled {prof:.2f} s   ratio {prof / plain:.3f}")
+            load0 = loadavg()
+            res = halo(tmp, a.halo_ranks, iters, runs)
+            calls = iters * HALO_CALLS
+            print(f"\n3. halo2d.py, {a.halo_ranks} ranks, {iters} iterations ({calls} Sendrecv per rank), "
+                  f"median and minimum of {runs} jobs each (load {load0} -> {loadavg()})")
+            print(f"{'':<22}{'plain med/min':>16}{'profiled med/min':>19}{'added med/min':>16}")
+            for row, k, unit in (("wall incl. start-up s", 0, 1), ("loop s", 1, 1),
+                                 ("loop per call us", 1, 1e6 / calls)):
+                base, prof = (best_and_median(res[label][k], unit) for label in ("plain", "profiled"))
+                print(f"{row:<22}{pair(base, 3):>16}{pair(prof, 3):>19}"
+                      f"{pair([p - b for p, b in zip(prof, base)], 3):>16}")
+
+
+def summary(values) -> tuple[float, float]:
+    """(median, 10th percentile): scheduling delays only add time, so the low
+    percentile is what a call costs when both ranks hold a core."""
+    return median(values), statistics.quantiles(values, n=10)[0] if len(values) > 1 else values[0]
+
+
+def best_and_median(values, scale) -> tuple[float, float]:
+    return median(values) * scale, min(values) * scale
+
+
+def pair(values, digits: int = 2) -> str:
+    return " / ".join(f"{v:.{digits}f}" for v in values)
 
 
 if __name__ == "__main__":

@@ -87,8 +87,17 @@ def test_start_inside_program_and_recorded_row(tmp_path):
     proc = run_mpi(4, [str(SCRIPTS / "profile_inprogram.py"), str(out)], timeout=90, cwd=tmp_path)
     assert proc.stdout.count(": ok") == 4
     t = read_trace(out)  # written at exit
-    assert t.graph("p2p").total_bytes == 4 * 240
+    assert t.graph("p2p", phase="main").total_bytes == 4 * 240
+    assert t.graph("p2p", phase="pkl5").total_bytes > 4 * 800
     assert t.graph("collective").total_bytes == 3 * 32
+
+
+def test_spawned_child_records_through_get_parent(tmp_path):
+    child = tmp_path / "child.rmtrace.npz"
+    out, proc = profile(1, tmp_path, "profile_spawn.py", str(child), options=["--no-topology"], timeout=90)
+    assert "parent: ok" in proc.stdout
+    assert read_trace(out).external_bytes() == 24  # Spawn's intercommunicator records
+    assert read_trace(child).external_bytes() == 40  # so does MPI.Comm.Get_parent()'s
 
 
 def test_corpus_traces_are_readable():

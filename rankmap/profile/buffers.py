@@ -95,7 +95,10 @@ def _spec_bytes(spec) -> int:
             return _count_bytes(data, None, datatype)
         return _count_bytes(data, _first(spec[1]), None)
     if n == 3:
-        return _count_bytes(data, _first(spec[1]), datatype)
+        count = spec[1]
+        if type(count) is int and datatype is not None:  # [buf, count, type]: the usual form
+            return count * datatype.Get_size()
+        return _count_bytes(data, _first(count), datatype)
     if n == 4:
         return _count_bytes(data, spec[1], datatype)
     raise ValueError(f"cannot read an MPI buffer spec with {n} entries")

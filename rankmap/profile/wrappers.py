@@ -11,17 +11,30 @@ family derived from COMM_WORLD records, wherever it is passed.  ``MPI.Win``
 and ``MPI.Prequest`` are replaced likewise, so windows created with
 ``MPI.Win.Create(..., comm=...)`` record one-sided traffic and
 ``MPI.Prequest.Startall`` counts persistent sends when they start.
-A communicator made from a raw handle (``Comm.f2py``, ``fromhandle``) is not
-derived from a recording one: pass it through ``rankmap.profile.wrap``.
+The communicator classes are replaced too (by stand-ins that still pass
+``isinstance`` for plain communicators), so class-level calls
+(``MPI.Comm.Get_parent()``, ``Join``, ``MPI.Intracomm.Create_from_group``,
+``f2py``, ``fromhandle``) return recording communicators, and unbound calls
+such as ``MPI.Comm.Send(comm, ...)`` (``mpi4py.util.pkl5``) record.  A
+communicator built outside Python (a C extension's handle turned into an
+mpi4py object there) is not seen: pass it through ``rankmap.profile.wrap``.
 
 Every method records after the MPI call returned (a failing call records
 nothing) into ``recorder.active``; destinations are translated to COMM_WORLD
 ranks through a per-communicator table built once.
+
+The hot path: each recording method is generated with exactly the signature
+of the mpi4py method it wraps (mpi4py's own default objects), so a call
+costs one extra Python frame without ``*args``/``**kwargs`` packing, plus a
+short function that counts; collective plans are cached per communicator
+and (operation, root).  Pickled sizes are captured per thread.
 """
 
 from __future__ import annotations
 
+import inspect
 import pickle as _pickle
+import threading
 
 from mpi4py import MPI
 
@@ -40,147 +53,225 @@ _IN_PLACE = MPI.IN_PLACE
 _ROOT = MPI.ROOT
 
 
+# ------------------------------------------------------- method generation
+class _Name:
+    """A default value that prints as the name it is bound to in the
+    generated method's namespace."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+def _forward(base, after, args: str = "", capture: bool = False, **consts):
+    """A method with ``base``'s signature that returns
+    ``after(self, base(self, ...)<args>)``.
+
+    ``args``: source text of further arguments (", dest" or
+    ", _unit(self, sendbuf, recvbuf), _KEY"), over ``base``'s parameter
+    names and ``consts``.  ``capture``: the pickled sizes of the call are
+    passed to ``after`` before ``args``.  A name ``args`` uses that is
+    neither a parameter nor given fails here, at import, not in a run.
+    """
+    sig = inspect.signature(base)
+    ns = {"_base": base, "_after": after, "_arm": _arm, "_disarm": _disarm, **consts}
+    params, call = [], []
+    for i, p in enumerate(sig.parameters.values()):
+        if p.default is not p.empty:
+            ns[f"_d{i}"] = p.default
+            p = p.replace(default=_Name(f"_d{i}"))
+        params.append(p.replace(annotation=p.empty))
+        call.append({p.VAR_POSITIONAL: "*{0}", p.KEYWORD_ONLY: "{0}={0}",
+                     p.VAR_KEYWORD: "**{0}"}.get(p.kind, "{0}").format(p.name))
+    head = f"def {base.__name__}{sig.replace(parameters=params, return_annotation=sig.empty)}:\n"
+    call = ", ".join(call)
+    if capture:
+        body = (f"    _sizes = _arm()\n    try:\n        _returned = _base({call})\n"
+                f"    finally:\n        _disarm()\n    return _after(self, _returned, _sizes{args})\n")
+    else:
+        body = f"    return _after(self, _base({call}){args})\n"
+    ns["__name__"] = __name__
+    exec(compile(head + body, f"<rankmap.profile {base.__qualname__}>", "exec"), ns)  # noqa: S102
+    method = ns[base.__name__]
+    unknown = [n for n in method.__code__.co_names if n not in ns]
+    if unknown:
+        raise TypeError(f"{base.__qualname__} has no parameter {', '.join(unknown)}: "
+                        f"this mpi4py is not supported by rankmap.profile")
+    method.__doc__ = getattr(base, "__doc__", None)
+    return method
+
+
 # ------------------------------------------------------------ world tables
 def _world_table(group) -> list[int]:
     ranks = group.Translate_ranks(None, _WORLD_GROUP)
     return [r if r >= 0 else _EXTERNAL for r in ranks]  # UNDEFINED is negative
 
 
-class _Recording:
-    """Mixin for every recording communicator class: lazily built tables.
+def _peer_table(comm) -> list[int]:
+    """World rank of each peer addressable by rank (the remote group of an
+    intercommunicator)."""
+    group = comm.Get_remote_group() if comm.Is_inter() else comm.Get_group()
+    table = _world_table(group)
+    group.Free()
+    return table
 
-    ``_rmw``: world rank of each peer addressable by rank (the remote group of
-    an intercommunicator); ``_plans``: cached collective plans per (op, root).
-    """
+
+_LAZY = {  # per-communicator tables, built at first use
+    "_rmw": _peer_table,
+    "_me": lambda comm: -1 if comm.Is_inter() else comm.Get_rank(),
+    "_plans": lambda comm: {},  # (op, root) -> [(world rank, factor)]
+    "_nbrs": lambda comm: _out_neighbours(comm),
+}
+
+
+class _StandIn(type):
+    """Metaclass of the recording classes ``install`` puts in ``mpi4py.MPI``
+    in place of mpi4py's own (``MPI.Comm``, ``MPI.Intracomm``, ``MPI.Win``...):
+    ``isinstance``/``issubclass`` answer as for the mpi4py class it stands in
+    for (``__mpi4py__``), so a plain communicator still is an
+    ``MPI.Intracomm``.  Subclasses (e.g. ``mpi4py.util.pkl5.Comm`` defined
+    after ``install``) check as usual."""
+
+    def __instancecheck__(cls, obj):
+        original = cls.__dict__.get("__mpi4py__")
+        return isinstance(obj, original) if original else type.__instancecheck__(cls, obj)
+
+    def __subclasscheck__(cls, sub):
+        original = cls.__dict__.get("__mpi4py__")
+        return issubclass(sub, original) if original else type.__subclasscheck__(cls, sub)
+
+
+class _Recording:
+    """Mixin for every recording communicator class: lazily built tables
+    (``_LAZY``), stored in the instance on first use."""
 
     def __getattr__(self, name):
-        if name == "_rmw":
-            group = self.Get_remote_group() if self.Is_inter() else self.Get_group()
-            value = _world_table(group)
-            group.Free()
-        elif name == "_plans":
-            value = {}
-        elif name == "_nbrs":
-            value = _out_neighbours(self)
-        else:
+        make = _LAZY.get(name)
+        if make is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.__dict__[name] = value
+        value = self.__dict__[name] = make(self)
         return value
 
 
-# ----------------------------------------------------------- point-to-point
-def _p2p(name: str):
-    base = getattr(_Comm, name)
-
-    def method(self, buf, dest, *args, **kwargs):
-        result = base(self, buf, dest, *args, **kwargs)
-        if dest >= 0:
-            c = _REC.active
-            w = self._rmw[dest]
-            c.pb[w] += buffer_bytes(buf)
-            c.pm[w] += 1
-        return result
-
-    return _named(method, base)
-
-
-def _p2p_pickled(name: str):
-    base = getattr(_Comm, name)
-
-    def method(self, obj, dest, *args, **kwargs):
-        dumps, _ = _CAPTURE.arm()
-        try:
-            result = base(self, obj, dest, *args, **kwargs)
-        finally:
-            _CAPTURE.disarm()
-        if dest >= 0:
-            c = _REC.active
-            w = self._rmw[dest]
-            c.pb[w] += dumps[0] if dumps else 0
-            c.pm[w] += 1
-        return result
-
-    return _named(method, base)
+def _attr(comm, name):
+    """``comm.<name>`` (a ``_LAZY`` table), also for a communicator whose
+    class profiling did not make, reached through an unbound call such as
+    ``MPI.Comm.Send(comm, ...)`` (as ``mpi4py.util.pkl5`` does)."""
+    try:
+        return getattr(comm, name)
+    except AttributeError:
+        value = _LAZY[name](comm)
+    try:
+        comm.__dict__[name] = value
+    except AttributeError:  # no instance dict: built again next time
+        pass
+    return value
 
 
-def _p2p_persistent(name: str, dest_pos: int = 1):
-    """Send_init & co. (dest second) and Psend_init (buf, partitions, dest):
-    the whole buffer goes to ``dest`` at each Start."""
-    base = getattr(_Comm, name)
-
-    def method(self, *args, **kwargs):
-        req = base(self, *args, **kwargs)
-        dest = _arg(args, kwargs, dest_pos, "dest")
-        nbytes = buffer_bytes(_arg(args, kwargs, 0, "buf"))
-        sends = [(self._rmw[dest], nbytes)] if dest >= 0 else []
-        return _persistent(req, "pb", "pm", sends)
-
-    return _named(method, base)
-
-
-# -------------------------------------------------------------- collectives
-def _coll(name: str, op: str, unit, persistent: bool = False):
-    """Wrap collective ``name``: ``unit(self, args, kwargs)`` gives
-    (unit bytes or per-peer list, root)."""
-    base = getattr(_Comm, name, None) or getattr(MPI.Intracomm, name)
-
-    def method(self, *args, **kwargs):
-        result = base(self, *args, **kwargs)
-        return _collective_done(result, _coll_sends(self, op, *unit(self, args, kwargs)), persistent)
-
-    return _named(method, base)
-
-
-def _collective_done(result, sends, persistent=False):
-    """Count a collective's ``(world rank, bytes)`` sends now, or, for a
-    persistent collective, at each Start of the returned request."""
-    if persistent:
-        return _persistent(result, "cb", "cm", sends)
+def _count_now(result, b_attr, m_attr, sends):
+    """Add ``(world rank, bytes)`` sends to the active counters."""
     c = _REC.active
+    bs, ms = getattr(c, b_attr), getattr(c, m_attr)
     for w, n in sends:
-        c.cb[w] += n
-        c.cm[w] += 1
+        bs[w] += n
+        ms[w] += 1
     return result
 
 
-def _coll_pickled(name: str, op: str, root_pos: int | None):
-    base = getattr(_Comm, name, None) or getattr(MPI.Intracomm, name)
+# ----------------------------------------------------------- point-to-point
+def _count_p2p(comm, dest, nbytes):
+    try:
+        w = comm._rmw[dest]
+    except AttributeError:
+        w = _attr(comm, "_rmw")[dest]
+    c = _REC.active
+    c.pb[w] += nbytes  # nbytes computed beforehand: no thread switch inside +=
+    c.pm[w] += 1
 
-    def method(self, *args, **kwargs):
-        dumps, loads = _CAPTURE.arm()
+
+def _sent(comm, result, buf, dest):
+    if dest >= 0:
+        _count_p2p(comm, dest, buffer_bytes(buf))
+    return result
+
+
+def _pickled_sent(comm, result, sizes, dest):
+    if dest >= 0:
+        dumps = sizes[0]
+        _count_p2p(comm, dest, dumps[0] if dumps else 0)
+    return result
+
+
+def _send_init(comm, req, buf, dest):
+    """Send_init & co.: the whole buffer goes to ``dest`` at each Start."""
+    sends = [(_attr(comm, "_rmw")[dest], buffer_bytes(buf))] if dest >= 0 else []
+    return _persistent(req, "pb", "pm", sends)
+
+
+def _p2p(name: str):
+    send = "sendbuf" if name.startswith(("Sendrecv", "Isendrecv")) and "replace" not in name else "buf"
+    return _forward(getattr(_Comm, name), _sent, f", {send}, dest")
+
+
+def _p2p_pickled(name: str):
+    return _forward(getattr(_Comm, name), _pickled_sent, ", dest", capture=True)
+
+
+def _p2p_persistent(name: str):
+    return _forward(getattr(_Comm, name), _send_init, ", buf, dest")
+
+
+# -------------------------------------------------------------- collectives
+def _collective_sent(comm, result, unit, key):
+    """Count one collective: ``unit`` bytes (or an exact list per peer) along
+    the cached plan for ``key`` = (op, root)."""
+    if type(unit) is list:
+        return _count_now(result, "cb", "cm", _exact_sends(comm, unit))
+    try:
+        plan = comm._plans[key]
+    except (KeyError, AttributeError):
+        plan = _plan_for(comm, key)
+    if plan:
+        c = _REC.active
+        cb, cm = c.cb, c.cm
+        for w, f in plan:
+            n = f * unit
+            cb[w] += n
+            cm[w] += 1
+    return result
+
+
+def _collective_persistent(comm, req, unit, key):
+    """A persistent collective counts its sends at each Start."""
+    if type(unit) is list:
+        sends = _exact_sends(comm, unit)
+    else:
         try:
-            result = base(self, *args, **kwargs)
-        finally:
-            _CAPTURE.disarm()
-        root = 0 if root_pos is None else _arg(args, kwargs, root_pos, "root", 0)
-        size = self.Get_remote_size() if self.Is_inter() else self.Get_size()
-        if op in ("alltoall", "scatter") and len(dumps) == size:
-            unit = dumps  # one pickle per peer
-            if op == "scatter" and _REC.collectives != "root":
-                unit = sum(unit) / size
-        else:  # what this rank pickled, else (bcast non-root) what it received
-            unit = dumps[0] if dumps else (loads[0] if loads else 0)
-        return _collective_done(result, _coll_sends(self, op, unit, root))
-
-    return _named(method, base)
+            plan = comm._plans[key]
+        except (KeyError, AttributeError):
+            plan = _plan_for(comm, key)
+        sends = [(w, f * unit) for w, f in plan]
+    return _persistent(req, "cb", "cm", sends)
 
 
-def _coll_sends(comm, op, unit, root):
-    """(world rank, bytes) pairs this rank sends in one collective."""
-    if isinstance(unit, list):  # exact bytes per peer (alltoallv & co.)
-        if _REC.collectives == "none":
-            return []
-        table, me = comm._rmw, (-1 if comm.Is_inter() else comm.Get_rank())
-        return [(table[q], n) for q, n in enumerate(unit) if n and q != me]
-    key = (op, root)
-    plan = comm._plans.get(key)
-    if plan is None:
-        plan = comm._plans[key] = _plan(comm, op, root)
-    return [(w, f * unit) for w, f in plan]
+def _exact_sends(comm, per_peer):
+    """(world rank, bytes) from exact bytes per comm rank (alltoallv & co.)."""
+    if _REC.collectives == "none":
+        return []
+    table, me = _attr(comm, "_rmw"), _attr(comm, "_me")
+    return [(table[q], n) for q, n in enumerate(per_peer) if n and q != me]
+
+
+def _plan_for(comm, key):
+    plan = _attr(comm, "_plans")[key] = _plan(comm, *key)
+    return plan
 
 
 def _plan(comm, op, root):
-    table = comm._rmw
+    """(world rank, factor) this rank sends in ``op`` under the model."""
+    table = _attr(comm, "_rmw")
     model = _REC.collectives
     if model == "none":
         return []
@@ -195,96 +286,99 @@ def _plan(comm, op, root):
     return [(table[q], f) for q, f in _model_plan(model, op, comm.Get_rank(), comm.Get_size(), root)]
 
 
-def _arg(args, kwargs, pos, name, default=None):
-    return args[pos] if len(args) > pos else kwargs.get(name, default)
+def _collective(name: str, op: str, unit, persistent: bool):
+    """Wrap collective ``name``; ``unit(comm, <its parameters>)`` reads the
+    unit bytes (or an exact per-peer list) from the call's own arguments."""
+    base = getattr(_Comm, name, None) or getattr(MPI.Intracomm, name)
+    reads = ", ".join(list(inspect.signature(unit).parameters)[1:])
+    key = "(_OP, root)" if "root" in inspect.signature(base).parameters else "_KEY"
+    after = _collective_persistent if persistent else _collective_sent
+    return _forward(base, after, f", _unit(self, {reads}), {key}", _unit=unit, _OP=op, _KEY=(op, 0))
 
 
-def _size(comm):
-    return comm.Get_remote_size() if comm.Is_inter() else comm.Get_size()
+def _pickled_collective(comm, result, sizes, op, root):
+    dumps, loads = sizes
+    size = len(_attr(comm, "_rmw"))
+    if op in ("alltoall", "scatter") and len(dumps) == size:
+        unit = dumps  # one pickle per peer
+        if op == "scatter" and _REC.collectives != "root":
+            unit = sum(unit) / size
+    else:  # what this rank pickled, else (bcast non-root) what it received
+        unit = dumps[0] if dumps else (loads[0] if loads else 0)
+    return _collective_sent(comm, result, unit, (op, root))
 
 
-def _send_or_recv(args, kwargs, share):
-    """Unit bytes of the send buffer, or of the receive buffer / ``share``
-    when the send buffer is IN_PLACE."""
-    send = _arg(args, kwargs, 0, "sendbuf")
-    if send is _IN_PLACE or send is None:
-        return buffer_bytes(_arg(args, kwargs, 1, "recvbuf")) / share
-    return buffer_bytes(send)
+def _coll_pickled(name: str, op: str):
+    base = getattr(_Comm, name, None) or getattr(MPI.Intracomm, name)
+    root = "root" if "root" in inspect.signature(base).parameters else "0"
+    return _forward(base, _pickled_collective, f", _OP, {root}", capture=True, _OP=op)
 
 
-def _u_bcast(comm, args, kwargs):
-    return buffer_bytes(_arg(args, kwargs, 0, "buf")), _arg(args, kwargs, 1, "root", 0)
+def _peers(comm):
+    """Ranks addressable in a collective: the remote group's size on an
+    intercommunicator."""
+    return len(_attr(comm, "_rmw"))
 
 
-def _u_vector(comm, args, kwargs):  # reduce/allreduce/scan: whole vector
-    return _send_or_recv(args, kwargs, 1), _arg(args, kwargs, 3, "root", 0)
+def _in_place(buf):
+    return buf is _IN_PLACE or buf is None
 
 
-def _u_gather(comm, args, kwargs):
-    return _send_or_recv(args, kwargs, _size(comm)), _arg(args, kwargs, 2, "root", 0)
+def _u_bcast(comm, buf):
+    return buffer_bytes(buf)
 
 
-def _u_gatherv(comm, args, kwargs):
-    send = _arg(args, kwargs, 0, "sendbuf")
-    if send is _IN_PLACE:  # only the root, which sends nothing in a gather
-        return 0, _arg(args, kwargs, 2, "root", 0)
-    return buffer_bytes(send), _arg(args, kwargs, 2, "root", 0)
+def _u_vector(comm, sendbuf, recvbuf):  # reduce/allreduce/scan: whole vector
+    return buffer_bytes(recvbuf) / 1 if _in_place(sendbuf) else buffer_bytes(sendbuf)
 
 
-def _u_scatter(comm, args, kwargs):
-    root = _arg(args, kwargs, 2, "root", 0)
-    recv = _arg(args, kwargs, 1, "recvbuf")
-    if recv is _IN_PLACE or recv is None:
-        return buffer_bytes(_arg(args, kwargs, 0, "sendbuf")) / _size(comm), root
-    return buffer_bytes(recv), root
+def _u_gather(comm, sendbuf, recvbuf):
+    return buffer_bytes(recvbuf) / _peers(comm) if _in_place(sendbuf) else buffer_bytes(sendbuf)
 
 
-def _u_scatterv(comm, args, kwargs):
-    root = _arg(args, kwargs, 2, "root", 0)
-    is_root = root == _ROOT or (not comm.Is_inter() and root == comm.Get_rank())
-    if is_root:
-        per_peer = vector_bytes(_arg(args, kwargs, 0, "sendbuf"), _size(comm))
+def _u_gatherv(comm, sendbuf):
+    return 0 if sendbuf is _IN_PLACE else buffer_bytes(sendbuf)  # IN_PLACE: the root, sends nothing
+
+
+def _u_scatter(comm, sendbuf, recvbuf):
+    return buffer_bytes(sendbuf) / _peers(comm) if _in_place(recvbuf) else buffer_bytes(recvbuf)
+
+
+def _u_scatterv(comm, sendbuf, recvbuf, root):
+    if root == _ROOT or (not comm.Is_inter() and root == comm.Get_rank()):
+        per_peer = vector_bytes(sendbuf, _peers(comm))
         if _REC.collectives == "root" or comm.Is_inter():
-            return per_peer, root
-        return sum(per_peer) / len(per_peer), root
-    recv = _arg(args, kwargs, 1, "recvbuf")
-    return (0 if recv is _IN_PLACE or recv is None else buffer_bytes(recv)), root
+            return per_peer
+        return sum(per_peer) / len(per_peer)
+    return 0 if _in_place(recvbuf) else buffer_bytes(recvbuf)
 
 
-def _u_allgather(comm, args, kwargs):
-    return _send_or_recv(args, kwargs, _size(comm)), 0
+def _u_allgather(comm, sendbuf, recvbuf):
+    return _u_gather(comm, sendbuf, recvbuf)
 
 
-def _u_allgatherv(comm, args, kwargs):
-    send = _arg(args, kwargs, 0, "sendbuf")
-    if send is _IN_PLACE:
-        return vector_bytes(_arg(args, kwargs, 1, "recvbuf"), comm.Get_size())[comm.Get_rank()], 0
-    return buffer_bytes(send), 0
+def _u_allgatherv(comm, sendbuf, recvbuf):
+    if sendbuf is _IN_PLACE:
+        return vector_bytes(recvbuf, comm.Get_size())[comm.Get_rank()]
+    return buffer_bytes(sendbuf)
 
 
-def _u_alltoall(comm, args, kwargs):
-    size = _size(comm)
-    each = _send_or_recv(args, kwargs, 1) / size
-    return [each] * size, 0
+def _u_alltoall(comm, sendbuf, recvbuf):
+    size = _peers(comm)
+    return [_u_vector(comm, sendbuf, recvbuf) / size] * size
 
 
-def _u_alltoallv(comm, args, kwargs):
-    send = _arg(args, kwargs, 0, "sendbuf")
-    if send is _IN_PLACE:
-        send = _arg(args, kwargs, 1, "recvbuf")
-    return vector_bytes(send, _size(comm)), 0
+def _u_alltoallv(comm, sendbuf, recvbuf):
+    return vector_bytes(recvbuf if sendbuf is _IN_PLACE else sendbuf, _peers(comm))
 
 
-def _u_reduce_scatter_block(comm, args, kwargs):
-    send = _arg(args, kwargs, 0, "sendbuf")
-    recv = _arg(args, kwargs, 1, "recvbuf")
-    if send is _IN_PLACE:
-        return buffer_bytes(recv) / _size(comm), 0
-    return buffer_bytes(recv), 0
+def _u_reduce_scatter_block(comm, sendbuf, recvbuf):
+    n = buffer_bytes(recvbuf)
+    return n / _peers(comm) if sendbuf is _IN_PLACE else n
 
 
-def _u_reduce_scatter(comm, args, kwargs):
-    return _send_or_recv(args, kwargs, 1) / _size(comm), 0
+def _u_reduce_scatter(comm, sendbuf, recvbuf):
+    return _u_vector(comm, sendbuf, recvbuf) / _peers(comm)
 
 
 _COLLECTIVES = [  # (blocking name, model op, unit function)
@@ -306,10 +400,10 @@ _COLLECTIVES = [  # (blocking name, model op, unit function)
     ("Exscan", "scan", _u_vector),
 ]
 
-_PICKLED_COLLECTIVES = [  # (name, model op, position of root or None)
-    ("bcast", "bcast", 1), ("reduce", "reduce", 2), ("allreduce", "allreduce", None),
-    ("gather", "gather", 1), ("scatter", "scatter", 1), ("allgather", "allgather", None),
-    ("alltoall", "alltoall", None), ("scan", "scan", None), ("exscan", "scan", None),
+_PICKLED_COLLECTIVES = [  # (name, model op)
+    ("bcast", "bcast"), ("reduce", "reduce"), ("allreduce", "allreduce"),
+    ("gather", "gather"), ("scatter", "scatter"), ("allgather", "allgather"),
+    ("alltoall", "alltoall"), ("scan", "scan"), ("exscan", "scan"),
 ]
 
 
@@ -327,33 +421,32 @@ def _out_neighbours(comm) -> list[int | None]:
         peers = comm.Get_dist_neighbors()[1]
     else:
         raise ValueError("neighbourhood collective on a communicator without a topology")
-    table = comm._rmw
+    table = _attr(comm, "_rmw")
     return [table[p] if p >= 0 else None for p in peers]
 
 
-def _neighbour(name: str, per_peer, persistent: bool = False):
-    base = getattr(MPI.Topocomm, name)
-
-    def method(self, *args, **kwargs):
-        result = base(self, *args, **kwargs)
-        peers = self._nbrs
-        sends = [(w, n) for w, n in zip(peers, per_peer(args, kwargs, len(peers)))
-                 if w is not None]
-        return _collective_done(result, sends, persistent)
-
-    return _named(method, base)
+def _neighbour_sent(comm, result, done, per_peer):
+    """``done`` (count now, or at each Start) the bytes per out-neighbour."""
+    sends = [(w, n) for w, n in zip(_attr(comm, "_nbrs"), per_peer) if w is not None]
+    return done(result, "cb", "cm", sends)
 
 
-def _n_allgather(args, kwargs, k):
-    return [buffer_bytes(_arg(args, kwargs, 0, "sendbuf"))] * k
+def _neighbour(name: str, unit, persistent: bool = False):
+    return _forward(getattr(MPI.Topocomm, name), _neighbour_sent, ", _DONE, _unit(self, sendbuf)",
+                    _DONE=_persistent if persistent else _count_now, _unit=unit)
 
 
-def _n_alltoall(args, kwargs, k):
-    return [buffer_bytes(_arg(args, kwargs, 0, "sendbuf")) / k if k else 0] * k
+def _n_allgather(comm, sendbuf):
+    return [buffer_bytes(sendbuf)] * len(_attr(comm, "_nbrs"))
 
 
-def _n_alltoallv(args, kwargs, k):
-    return vector_bytes(_arg(args, kwargs, 0, "sendbuf"), k)
+def _n_alltoall(comm, sendbuf):
+    k = len(_attr(comm, "_nbrs"))
+    return [buffer_bytes(sendbuf) / k if k else 0] * k
+
+
+def _n_alltoallv(comm, sendbuf):
+    return vector_bytes(sendbuf, len(_attr(comm, "_nbrs")))
 
 
 _NEIGHBOUR = [("Neighbor_allgather", _n_allgather), ("Neighbor_allgatherv", _n_allgather),
@@ -361,25 +454,22 @@ _NEIGHBOUR = [("Neighbor_allgather", _n_allgather), ("Neighbor_allgatherv", _n_a
               ("Neighbor_alltoallw", _n_alltoallv)]
 
 
+def _pickled_neighbour(comm, result, sizes):
+    dumps = sizes[0]
+    k = len(_attr(comm, "_nbrs"))
+    per_peer = dumps if len(dumps) == k else [dumps[0] if dumps else 0] * k
+    return _neighbour_sent(comm, result, _count_now, per_peer)
+
+
 def _neighbour_pickled(name: str):
-    base = getattr(MPI.Topocomm, name)
-
-    def method(self, sendobj, *args, **kwargs):
-        dumps, _ = _CAPTURE.arm()
-        try:
-            result = base(self, sendobj, *args, **kwargs)
-        finally:
-            _CAPTURE.disarm()
-        peers = self._nbrs
-        sizes = dumps if len(dumps) == len(peers) else [dumps[0] if dumps else 0] * len(peers)
-        return _collective_done(result, [(w, n) for w, n in zip(peers, sizes) if w is not None])
-
-    return _named(method, base)
+    return _forward(getattr(MPI.Topocomm, name), _pickled_neighbour, capture=True)
 
 
 # ------------------------------------------------ persistent requests (Start)
-class Prequest(_BasePrequest):
+class Prequest(_BasePrequest, metaclass=_StandIn):
     """A persistent request that records its sends each time it starts."""
+
+    __mpi4py__ = _BasePrequest
 
     def Start(self) -> None:
         _BasePrequest.Start(self)
@@ -400,14 +490,38 @@ def _persistent(req, b_attr, m_attr, sends):
 
 def _record_start(req):
     spec = getattr(req, "_rm_sends", None)
-    if spec is None:
-        return
-    b_attr, m_attr, sends = spec
-    c = _REC.active
-    bs, ms = getattr(c, b_attr), getattr(c, m_attr)
-    for w, n in sends:
-        bs[w] += n
-        ms[w] += 1
+    if spec is not None:
+        _count_now(None, *spec)
+
+
+# ------------------------------------------------------------------ pickles
+_LOCAL = threading.local()  # .sizes: ([pickled], [unpickled]) of this thread's lowercase call
+
+
+def _arm():
+    """Capture the sizes this thread pickles until ``_disarm`` (only during a
+    lowercase call: plain recv calls cost nothing and keep nothing)."""
+    sizes = _LOCAL.sizes = ([], [])
+    return sizes
+
+
+def _disarm():
+    _LOCAL.sizes = None
+
+
+def _dumps(obj, protocol=None):
+    data = _pickle.dumps(obj, protocol)
+    sizes = getattr(_LOCAL, "sizes", None)
+    if sizes is not None:
+        sizes[0].append(len(data))
+    return data
+
+
+def _loads(data):
+    sizes = getattr(_LOCAL, "sizes", None)
+    if sizes is not None:
+        sizes[1].append(raw_nbytes(data))
+    return _pickle.loads(data)
 
 
 # ------------------------------------------------------------- constructors
@@ -432,8 +546,26 @@ def _creator(owner, name: str):
             return (wrap(result[0]),) + result[1:]
         return wrap(result)
 
-    return _named(method, base)
+    method.__name__ = base.__name__
+    method.__doc__ = base.__doc__
+    return method
 
+
+def _class_creator(base, name: str):
+    """A classmethod (Get_parent, Join, Create_from_group, f2py, ...) that
+    returns the recording version of what mpi4py's returns."""
+    create = getattr(base, name)
+
+    def method(cls, *args, **kwargs):
+        return wrap(create(*args, **kwargs))
+
+    method.__name__ = name
+    method.__doc__ = create.__doc__
+    return classmethod(method)
+
+
+# communicators made by class-level calls: MPI.Comm.Get_parent(), MPI.Intracomm.Create_from_group(...)
+_CLASS_CREATORS = ("Get_parent", "Join", "Create_from_group", "Create_from_groups", "f2py", "fromhandle")
 
 _CREATORS = {
     _Comm: ("Dup", "Dup_with_info", "Idup", "Idup_with_info", "Clone", "Split"),
@@ -445,12 +577,6 @@ _CREATORS = {
 }
 
 
-def _named(method, base):
-    method.__name__ = getattr(base, "__name__", method.__name__)
-    method.__doc__ = getattr(base, "__doc__", None)
-    return method
-
-
 def _comm_methods() -> dict:
     ns = {}
     for name in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend",
@@ -459,18 +585,17 @@ def _comm_methods() -> dict:
             ns[name] = _p2p(name)
     for name in ("send", "ssend", "bsend", "isend", "issend", "ibsend", "sendrecv"):
         ns[name] = _p2p_pickled(name)
-    for name in ("Send_init", "Ssend_init", "Bsend_init", "Rsend_init"):
-        ns[name] = _p2p_persistent(name)
-    if hasattr(_Comm, "Psend_init"):
-        ns["Psend_init"] = _p2p_persistent("Psend_init", dest_pos=2)
+    for name in ("Send_init", "Ssend_init", "Bsend_init", "Rsend_init", "Psend_init"):
+        if hasattr(_Comm, name):
+            ns[name] = _p2p_persistent(name)
     for name, op, unit in _COLLECTIVES:
         for variant, persistent in ((name, False), ("I" + name.lower()[0] + name[1:], False),
                                     (name + "_init", True)):
             if hasattr(_Comm, variant) or hasattr(MPI.Intracomm, variant):
-                ns[variant] = _coll(variant, op, unit, persistent)
-    for name, op, root_pos in _PICKLED_COLLECTIVES:
+                ns[variant] = _collective(variant, op, unit, persistent)
+    for name, op in _PICKLED_COLLECTIVES:
         if hasattr(_Comm, name) or hasattr(MPI.Intracomm, name):
-            ns[name] = _coll_pickled(name, op, root_pos)
+            ns[name] = _coll_pickled(name, op)
     for name in _CREATORS[_Comm]:
         if hasattr(_Comm, name):
             ns[name] = _creator(_Comm, name)
@@ -479,18 +604,22 @@ def _comm_methods() -> dict:
 
 def _topo_methods() -> dict:
     ns = {}
-    for name, per_peer in _NEIGHBOUR:
-        ns[name] = _neighbour(name, per_peer)
-        ns["I" + name.lower()[0] + name[1:]] = _neighbour("I" + name.lower()[0] + name[1:], per_peer)
+    for name, unit in _NEIGHBOUR:
+        ns[name] = _neighbour(name, unit)
+        ns["I" + name.lower()[0] + name[1:]] = _neighbour("I" + name.lower()[0] + name[1:], unit)
         if hasattr(MPI.Topocomm, name + "_init"):
-            ns[name + "_init"] = _neighbour(name + "_init", per_peer, persistent=True)
+            ns[name + "_init"] = _neighbour(name + "_init", unit, persistent=True)
     for name in ("neighbor_allgather", "neighbor_alltoall"):
         ns[name] = _neighbour_pickled(name)
     return ns
 
 
+_COMM_METHODS = _comm_methods()  # generated once, shared by every class
+_TOPO_METHODS = _topo_methods()
+
+
 def _make(name, base, *extra):
-    ns = _comm_methods()
+    ns = dict(_COMM_METHODS)
     for owner in (MPI.Intracomm, MPI.Intercomm, MPI.Cartcomm):
         if issubclass(base, owner) and owner is not _Comm:
             for meth in _CREATORS[owner]:
@@ -499,43 +628,44 @@ def _make(name, base, *extra):
     for more in extra:
         ns.update(more)
     ns = {k: v for k, v in ns.items() if hasattr(base, k)}
+    ns.update({meth: _class_creator(base, meth) for meth in _CLASS_CREATORS if hasattr(base, meth)})
     ns["__doc__"] = f"{base.__name__} that records the traffic it sends (rankmap.profile)."
     ns["__module__"] = __name__
-    return type(name, (_Recording, base), ns)
+    ns["__mpi4py__"] = base
+    return _StandIn(name, (_Recording, base), ns)
 
 
+Comm = _make("Comm", MPI.Comm)  # MPI.Comm.Send(comm, ...) & co. record too (mpi4py.util.pkl5)
 Intracomm = _make("Intracomm", MPI.Intracomm)
 Intercomm = _make("Intercomm", MPI.Intercomm)
-Cartcomm = _make("Cartcomm", MPI.Cartcomm, _topo_methods())
-Graphcomm = _make("Graphcomm", MPI.Graphcomm, _topo_methods())
-Distgraphcomm = _make("Distgraphcomm", MPI.Distgraphcomm, _topo_methods())
+Cartcomm = _make("Cartcomm", MPI.Cartcomm, _TOPO_METHODS)
+Graphcomm = _make("Graphcomm", MPI.Graphcomm, _TOPO_METHODS)
+Distgraphcomm = _make("Distgraphcomm", MPI.Distgraphcomm, _TOPO_METHODS)
 
 
 # ---------------------------------------------------------------- one-sided
-def _rma(name: str, origin_pos: int, target_pos: int, out: bool, fetch_pos: int | None):
-    """Put-like calls send ``origin`` to the target; Get-like calls fetch
-    ``origin``'s size from it; accumulate-and-fetch calls do both."""
-    base = getattr(MPI.Win, name)
-
-    def method(self, *args, **kwargs):
-        result = base(self, *args, **kwargs)
-        target = _arg(args, kwargs, target_pos, "target_rank")
-        if target is not None and target >= 0:
+def _rma_done(win, result, put, fetch, target):
+    """Put-like calls send ``put`` to the target; Get-like calls fetch
+    ``fetch``'s size from it; accumulate-and-fetch calls do both."""
+    if target >= 0:
+        w = win._rmw[target]
+        if put is not None:
+            n = buffer_bytes(put)
             c = _REC.active
-            w = self._rmw[target]
-            if out:
-                c.rb[w] += buffer_bytes(_arg(args, kwargs, origin_pos, "origin"))
-                c.rm[w] += 1
-            if fetch_pos is not None:
-                c.gb[w] += buffer_bytes(_arg(args, kwargs, fetch_pos, "result"))
-                c.gm[w] += 1
-        return result
-
-    return _named(method, base)
+            c.rb[w] += n
+            c.rm[w] += 1
+        if fetch is not None:
+            n = buffer_bytes(fetch)
+            c = _REC.active
+            c.gb[w] += n
+            c.gm[w] += 1
+    return result
 
 
-class Win(MPI.Win):
+class Win(MPI.Win, metaclass=_StandIn):
     """A window that records Put/Get/Accumulate bytes per target."""
+
+    __mpi4py__ = MPI.Win
 
     def __getattr__(self, name):
         if name != "_rmw":
@@ -546,63 +676,37 @@ class Win(MPI.Win):
         return table
 
 
-for _name, _spec in {"Put": (0, 1, True, None), "Rput": (0, 1, True, None),
-                     "Accumulate": (0, 1, True, None), "Raccumulate": (0, 1, True, None),
-                     "Get": (0, 1, False, 0), "Rget": (0, 1, False, 0),
-                     "Get_accumulate": (0, 2, True, 1), "Rget_accumulate": (0, 2, True, 1),
-                     "Fetch_and_op": (0, 2, True, 1), "Compare_and_swap": (0, 3, True, 2)}.items():
-    setattr(Win, _name, _rma(_name, *_spec))
-
-
-# ------------------------------------------------------------------ pickles
-class _Capture:
-    """Sizes mpi4py pickles/unpickles while a lowercase call is in progress
-    (armed only then, so plain recv calls cost nothing and keep nothing)."""
-
-    def __init__(self):
-        self.dumps = self.loads = None
-
-    def arm(self):
-        self.dumps, self.loads = [], []
-        return self.dumps, self.loads
-
-    def disarm(self):
-        self.dumps = self.loads = None
-
-
-_CAPTURE = _Capture()
-
-
-def _dumps(obj, protocol=None):
-    data = _pickle.dumps(obj, protocol)
-    if _CAPTURE.dumps is not None:
-        _CAPTURE.dumps.append(len(data))
-    return data
-
-
-def _loads(data):
-    if _CAPTURE.loads is not None:
-        _CAPTURE.loads.append(raw_nbytes(data))
-    return _pickle.loads(data)
+for _name, _args in {"Put": "origin, None", "Rput": "origin, None", "Accumulate": "origin, None",
+                     "Raccumulate": "origin, None", "Get": "None, origin", "Rget": "None, origin",
+                     "Get_accumulate": "origin, result", "Rget_accumulate": "origin, result",
+                     "Fetch_and_op": "origin, result", "Compare_and_swap": "origin, result"}.items():
+    setattr(Win, _name, _forward(getattr(MPI.Win, _name), _rma_done, f", {_args}, target_rank"))
 
 
 # ------------------------------------------------------------------ install
+_STAND_INS = {"Comm": Comm, "Intracomm": Intracomm, "Intercomm": Intercomm, "Cartcomm": Cartcomm,
+              "Graphcomm": Graphcomm, "Distgraphcomm": Distgraphcomm, "Win": Win,
+              "Prequest": Prequest}
+
+
 def install(recorder: Recorder, pcontrol=None):
     """Make ``recorder`` the target of all recording and replace the mpi4py
-    module attributes (COMM_WORLD, COMM_SELF, Win, Prequest, Pcontrol, the
-    pickler's hooks).  Returns the recording COMM_WORLD."""
+    module attributes (COMM_WORLD, COMM_SELF, the communicator classes, Win,
+    Prequest, Pcontrol, the pickler's hooks).  Returns the recording
+    COMM_WORLD."""
     global _REC, _EXTERNAL, _WORLD_GROUP
     _REC = recorder
     if _ORIGINAL:
         return MPI.COMM_WORLD
     _EXTERNAL = recorder.world_size
     _WORLD_GROUP = MPI.COMM_WORLD.Get_group()
-    for attr in ("COMM_WORLD", "COMM_SELF", "Win", "Prequest", "Pcontrol"):
+    for attr, replacement in _STAND_INS.items():
+        _ORIGINAL[attr] = getattr(MPI, attr)
+        setattr(MPI, attr, replacement)
+    for attr in ("COMM_WORLD", "COMM_SELF", "Pcontrol"):
         _ORIGINAL[attr] = getattr(MPI, attr)
     MPI.COMM_WORLD = Intracomm(_ORIGINAL["COMM_WORLD"])
     MPI.COMM_SELF = Intracomm(_ORIGINAL["COMM_SELF"])
-    MPI.Win = Win
-    MPI.Prequest = Prequest
     if pcontrol is not None:
         MPI.Pcontrol = pcontrol
     MPI.pickle.__init__(_dumps, _loads, MPI.pickle.PROTOCOL)

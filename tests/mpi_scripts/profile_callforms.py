@@ -9,6 +9,7 @@ can compare the trace against it.
 import json
 import pickle
 import sys
+import threading
 from collections import defaultdict
 
 import numpy as np
@@ -16,6 +17,7 @@ from mpi4py import MPI
 from mpi4py.MPI import COMM_WORLD as WORLD_IMPORTED
 
 import rankmap.profile as rp
+from rankmap.profile.wrappers import original
 
 comm = MPI.COMM_WORLD
 assert comm is WORLD_IMPORTED or type(WORLD_IMPORTED) is type(comm)
@@ -204,6 +206,59 @@ if n >= 2:
     if me in (0, 1):  # the two group leaders
         expect("intercomm", "p2p", remote[0], 56)
     expect("intercomm", "p2p", world_of[(mr + 1) % n], 16)
+
+# --------------------- communicators from class-level calls and raw handles
+with rp.phase("classlevel"):
+    plain = original("COMM_WORLD")  # the profiler's own, not a recording communicator
+    assert isinstance(plain, MPI.Intracomm) and isinstance(comm, MPI.Intracomm)
+    assert isinstance(comm, MPI.Comm) and not isinstance(MPI.COMM_NULL, MPI.Intracomm)
+    assert issubclass(type(plain), MPI.Comm) and issubclass(MPI.Cartcomm, MPI.Intracomm)
+    made = [MPI.Intracomm.fromhandle(comm.handle), MPI.Comm.f2py(comm.py2f())]
+    if MPI.Get_version() >= (4, 0):
+        g = comm.Get_group()
+        made.append(MPI.Intracomm.Create_from_group(g, "org.rankmap.test"))
+        g.Free()
+    for k, c in enumerate(made, start=2):
+        req = c.Irecv(r[:k], left, 30)
+        c.Send(a[:k], right, 30)
+        req.Wait()
+    req = plain.Irecv(r[:5], left, 31)
+    MPI.Comm.Send(plain, a[:5], right, 31)  # unbound, on a plain communicator (as pkl5 calls)
+    req.Wait()
+    if len(made) == 3:
+        made[2].Free()
+expect("classlevel", "p2p", right, 8 * sum(range(2, 2 + len(made))) + 40)
+
+# ------------------------- pickled sends from threads: sizes captured per thread
+class Rendezvous:
+    """Pickles as a str, once every thread pickles one: several pickled calls
+    are in progress at once, each must count its own size."""
+
+    def __init__(self, text, gate=None):
+        self.text, self.gate = text, gate
+
+    def __reduce__(self):
+        if self.gate is not None:
+            self.gate.wait(timeout=30)
+        return (str, (self.text,))
+
+
+if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
+    texts = ["x" * 10, "y" * 700]
+    gate = threading.Barrier(len(texts))
+
+    def ping(t):
+        for _ in range(20):
+            comm.sendrecv(Rendezvous(texts[t], gate), right, sendtag=40 + t, source=left, recvtag=40 + t)
+
+    with rp.phase("threads"):
+        threads = [threading.Thread(target=ping, args=(t,)) for t in range(len(texts))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert not gate.broken
+    expect("threads", "p2p", right, 20 * sum(pickled(Rendezvous(t)) for t in texts))
 
 # ------------------------------------------------ collectives (root model)
 N = 40  # bytes per whole vector
