@@ -33,9 +33,13 @@ Sizing, so that communication dominates on a 2-core machine:
   round-robin to be 2x worse at all (with 4 per node its bound ratio is at
   most 1.33: a 16-rank 3-D grid has one axis whose neighbours round-robin
   keeps on one node).  Grids: halo2d (P/2)x2, halo3d 2x(P/4)x2, CG (P/2)x2.
-- CG blocks are 2 x 2 x 4096 points (64 KiB faces, little arithmetic): with
-  thick blocks the 2-core machine spends the iteration computing, and every
-  rank's "communication" is waiting for the others' arithmetic.
+- CG blocks are 1 x 1 x 8192 pencils (64 KiB faces, the least arithmetic
+  per byte sent): with thicker blocks (2 x 2 x 4096, or the 16 x 16 x 512 of
+  the first version) the 2 shared cores spend the iteration computing for 32
+  ranks, and every rank's "communication" is mostly waiting in the
+  allreduces for the others' arithmetic (measured on 4 x 8, 50mbit, block
+  vs round-robin: 6.3 s vs 15.0 s comm at 2 x 2 x 4096, 2.1 s vs 15.3 s at
+  1 x 1 x 8192).
 - ``MPIR_CVAR_ENABLE_HEAVY_YIELD=1`` (``--busy-poll`` turns it off): mpi4py
   asks for MPI_THREAD_MULTIPLE, and MPICH then yields its lock with a
   nanosleep while waiting instead of spinning, so 32 waiting ranks do not
@@ -84,7 +88,7 @@ def cases(nodes: int, slots: int, quick: bool) -> list[tuple[str, str, list[str]
     return [
         (f"halo2d {grid2}", "halo.py", ["--grid", grid2, "--kib", "64", "--iters", str(iters)]),
         (f"halo3d {grid3}", "halo.py", ["--grid", grid3, "--kib", "64", "--iters", str(iters)]),
-        (f"cg {grid2}", "cg.py", ["--grid", grid2, "--n", "2", "--depth", "4096",
+        (f"cg {grid2}", "cg.py", ["--grid", grid2, "--n", "1", "--depth", "8192",
                                   "--iters", str(2 * iters)]),
     ]
 

@@ -5,7 +5,7 @@ n x ... x n x depth block (the process grid splits the first axes; axes it
 does not split are ``depth`` long), so faces are n x depth: a deep, thin
 block keeps the messages large and the arithmetic small on a small machine.
 
-  mpiexec -n 32 python cg.py --grid 16x2 --n 2 --depth 4096 --iters 40 [--reorder]
+  mpiexec -n 32 python cg.py --grid 16x2 --n 1 --depth 8192 --iters 40 [--reorder]
 """
 
 from __future__ import annotations
