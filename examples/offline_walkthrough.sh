@@ -11,7 +11,7 @@ set -e
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
 TRACE=${1:-$HERE/rankmap/data/btmz64.edges}
-MACHINE=${2:-$HERE/rankmap/data/demo-machine.txt}
+MACHINE=${2:-$HERE/rankmap/data/demo-cluster.txt}
 MPIEXEC=${MPIEXEC:-$(dirname "$(command -v "$PY")")/mpiexec}
 OUT=rankmap-walkthrough
 mkdir -p "$OUT"

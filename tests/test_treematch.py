@@ -252,8 +252,8 @@ def test_split_by_capacity_respects_capacities():
 def test_string_options_as_the_cli_passes_them(fig1):
     g, t = fig1
     # refine off is the paper's algorithm as published: same mapping here
-    pe = map_tasks(g, t, method="treematch", refine="false", max_candidates="100",
+    pe = map_tasks(g, t, method="treematch", group_refine="false", max_candidates="100",
                    split_arity="never", allowed_pes="0-11").pe_of_task
     assert pe.tolist() == [0, 1, 2, 3, 6, 7, 8, 9]
-    with pytest.raises(ValueError, match="refine"):
-        treematch_map(g, t, refine="maybe")
+    with pytest.raises(ValueError, match="group_refine"):
+        treematch_map(g, t, group_refine="maybe")

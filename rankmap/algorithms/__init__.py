@@ -56,7 +56,9 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     """Map the tasks of ``graph`` onto the PEs of ``topology``.
 
     One-to-one when ``graph.n <= topology.n_pes`` and ``eps`` is None;
-    otherwise many-to-one with PE loads within (1 + eps) of balance."""
+    otherwise many-to-one with PE loads within (1 + eps) of balance.
+    Option ``refine=True`` (``refine_depth=d``) passes the method's result
+    through swap refinement (``refine.swap_refine``)."""
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
     if graph.n > topology.n_pes and eps is None:
@@ -67,8 +69,17 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     if kind not in METHODS[method].machines:
         raise ValueError(f"method {method!r} does not map onto a {kind} topology; "
                          f"choose from {', '.join(method_names(topology))}")
+    refine = options.pop("refine", False)
+    refine_depth = options.pop("refine_depth", None)
     start = time.perf_counter()
     pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, **options)
+    if refine:  # any method's result may go through swap refinement
+        from .refine import refine_option, swap_refine_option_depth, swap_refine
+
+        if refine_option(refine):
+            pe = swap_refine(graph, topology, pe, seed=seed, eps=eps,
+                             depth=swap_refine_option_depth(refine_depth),
+                             time_limit=options.get("time_limit"))
     elapsed = time.perf_counter() - start
     pe = np.asarray(pe, dtype=np.int64)
     validate_mapping(pe, graph, topology, eps=eps)

@@ -1,9 +1,20 @@
-"""``auto``: run the strongest available methods and keep the lowest J.
+"""``auto``: the strongest combination that fits a time budget, best J kept.
 
-The current order (identity) is a candidate, so auto never makes J worse.
-Each candidate runs with the same seed; the result is deterministic for a
-seed.  Stronger methods (multisection, TreeMatch, refinement) join the
-candidate list as they are registered.
+The plan is a list of (start method, options) runs, each followed by swap
+refinement, in order of value: multisection fast with KaHIP, the given
+order (identity: when the tasks are blocks numbered by a recursive
+bisection, as in model creation, it is often the best start), multisection
+fast with Mt-KaHyPar (1 thread), GreedyAllC, TreeMatch when it is registered,
+multisection eco and strong with both backends, then strong with further
+seeds.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
+on some many-to-one instances, KaHIP's on others), hence both.  Runs join the plan while their *estimated* cost (a
+work model in tasks, edges and tree nodes, calibrated on a 2-core machine)
+fits ``time_limit``; the first run always happens.  Because the plan depends
+only on the instance, the seed and the budget, never on the clock, auto is
+deterministic for a given seed and budget; the budget is a target, not a
+hard deadline.  The given order is always a candidate (unrefined when the
+budget leaves no room), so auto never returns a higher J than it.  On a
+mesh or torus the tree methods do not apply and auto is ``mesh_auto``.
 """
 
 from __future__ import annotations
@@ -13,20 +24,85 @@ import numpy as np
 from ..cost import mapping_cost
 from ..topology import Topology
 from . import METHODS, register
+from .refine import swap_refine
 
-AUTO_CANDIDATES = ["greedy_allc", "greedy", "identity"]
+DEFAULT_TIME_LIMIT = 10.0
+N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
+
+# seconds per unit of work, measured on the development machine
+_PER_PARTITION_CALL = {"fast": 2e-3, "eco": 4e-3, "strong": 1.2e-2}
+_PER_EDGE_LEVEL = {"fast": 2e-6, "eco": 6e-6, "strong": 2.5e-5}
+_PER_PAIR = 2e-6      # swap refinement: one pair evaluated
+_REFINE_PASSES = 4    # typical passes until no gain from a good start
+_PER_GREEDY_TASK = 5e-5
+
+def _refine_depth(n: int):
+    return "n2" if n <= N2_MAX_TASKS else 10
 
 
-@register("auto", "best J of the strongest available methods (default)", machines=("tree", "mesh"))
-def auto(graph, topology, *, seed=0, eps=None, **options):
-    if not isinstance(topology, Topology):  # a mesh/torus: the tree methods do not apply
-        return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, **options)
-    best_pe, best_j, best_name = None, np.inf, ""
-    for name in AUTO_CANDIDATES:
+def _refine_cost(graph) -> float:
+    n = graph.n
+    pairs = n * (n - 1) / 2 if n <= N2_MAX_TASKS else min(n * 128, graph.symmetric.nnz * 40)
+    return _REFINE_PASSES * pairs * _PER_PAIR
+
+
+def _multisection_cost(graph, topology, preset: str) -> float:
+    internal = int(np.count_nonzero(topology.child_ptr[1:] > topology.child_ptr[:-1]))
+    calls = min(internal, graph.n)
+    levels = max(int(topology.max_depth), 1)
+    return calls * _PER_PARTITION_CALL[preset] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[preset]
+
+
+def plan(graph, topology, time_limit: float | None, seed: int = 0) -> list[tuple[str, dict]]:
+    """The runs auto makes for this instance and budget, in order."""
+    budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    refine = _refine_cost(graph)
+    def ms(backend, preset, run_seed):
+        cost = _multisection_cost(graph, topology, preset) * (1.5 if backend == "mtkahypar" else 1.0)
+        opts = {"preset": preset, "backend": backend, "seed": run_seed}
+        if backend == "mtkahypar":
+            opts["threads"] = 1  # one thread: deterministic per seed
+        return ("multisection", opts, cost)
+
+    greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
+    runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
+            ("greedy_allc", {"seed": seed}, greedy_cost), ("treematch", {"seed": seed}, greedy_cost),
+            ms("kahip", "eco", seed), ms("mtkahypar", "eco", seed),
+            ms("kahip", "strong", seed), ms("mtkahypar", "strong", seed)]
+    runs += [ms(b, "strong", seed + i) for i in range(1, 5) for b in ("kahip", "mtkahypar")]
+    chosen, spent = [], 0.0
+    for name, opts, cost in runs:
         if name not in METHODS:
             continue
-        pe = np.asarray(METHODS[name].fn(graph, topology, seed=seed, eps=eps, **options))
+        if chosen and spent + cost + refine > budget:
+            continue
+        chosen.append((name, opts))
+        spent += cost + refine
+    return chosen
+
+
+@register("auto", "best J of multisection / GreedyAllC / TreeMatch runs with swap refinement "
+                  "within time_limit seconds (default 10; deterministic per seed and budget)",
+          machines=("tree", "mesh"))
+def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
+    if not isinstance(topology, Topology):  # a mesh/torus: the tree methods do not apply
+        return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, **options)
+    try:
+        best_pe = np.asarray(METHODS["identity"].fn(graph, topology, seed=seed, eps=eps))
+        best_j = mapping_cost(graph, topology, best_pe)
+    except ValueError:  # weighted tasks: no fixed "given order" placement
+        best_pe, best_j = None, np.inf
+    depth = _refine_depth(graph.n)
+    for name, opts in plan(graph, topology, time_limit, seed):
+        run_seed = opts.pop("seed")
+        try:
+            pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, eps=eps, **opts))
+        except ValueError:
+            continue  # e.g. a greedy method that cannot place weighted tasks
+        pe = swap_refine(graph, topology, pe, depth=depth, seed=run_seed, eps=eps)
         j = mapping_cost(graph, topology, pe)
         if j < best_j:
-            best_pe, best_j, best_name = pe, j, name
+            best_pe, best_j = pe, j
+    if best_pe is None:
+        raise ValueError("auto: no candidate method could map this instance")
     return best_pe

@@ -29,8 +29,9 @@ Options (``map_tasks(..., option=value)`` or ``rankmap map --option k=v``):
   ``tm_optimize_topology`` does, when its candidate list would be too long
   and the factor levels' lists are short enough), ``always``, ``never``.
 * ``max_candidates``: the exhaustive/fast switch (TreeMatch's 30,000).
-* ``refine``: swap refinement of each level's groups (default true; false
-  is the paper's algorithm as published).
+* ``group_refine``: swap refinement of each level's groups (default true;
+  false is the paper's algorithm as published).  (``refine=true`` is the
+  J-based swap refinement ``map_tasks`` applies after any method.)
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def _choice(value, name: str, allowed: tuple[str, ...]) -> str:
     text = str(value).lower()
     aliases = {"true": "always", "1": "always", "yes": "always",
                "false": "never", "0": "never", "no": "never"}
-    text = aliases.get(text, text) if name in ("split_arity", "refine") else text
+    text = aliases.get(text, text) if name in ("split_arity", "group_refine") else text
     if text not in allowed:
         raise ValueError(f"option {name}={value!r}: choose one of {', '.join(allowed)}")
     return text
@@ -241,13 +242,13 @@ def _grow_parts(sym: sp.csr_array, caps: np.ndarray) -> np.ndarray:
 def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=None,
                   allowed_pes=None, oversubscribe=None, grouping: str = "auto",
                   split_arity: str = "auto", max_candidates=MAX_CANDIDATES,
-                  refine=True) -> np.ndarray:
+                  group_refine=True) -> np.ndarray:
     """pe_of_task for ``graph`` on ``topology`` (see module docstring)."""
     k = topology.n_pes
     grouping = _choice(grouping, "grouping", ("auto", "exhaustive", "fast", "kahip"))
     split_arity = _choice(split_arity, "split_arity", ("auto", "always", "never"))
     max_candidates = int(max_candidates)
-    refine = _choice(refine, "refine", ("always", "never")) == "always"
+    refine = _choice(group_refine, "group_refine", ("always", "never")) == "always"
     allowed = np.arange(k) if allowed_pes is None else parse_pe_list(allowed_pes, k)
     cap = int(pe_capacity(graph, topology, eps)[0]) if eps is not None or graph.n > k else 1
     if oversubscribe is not None:

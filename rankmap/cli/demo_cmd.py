@@ -1,7 +1,8 @@
 """Map a bundled real application onto a bundled machine, end to end.
 
 Reads NPB BT-MZ's recorded traffic on 64 ranks (MapLib data) and a 4-node
-machine (2 sockets x 8 cores each), maps with the chosen method, prints J
+cluster of real PlaFRIM nodes (hwloc export: 2 sockets x 4 cores x 2 hardware
+threads each, one switch), maps with the chosen method, prints J
 before (launch order) and after, and writes every launch file format to
 the output directory.
 """
@@ -38,10 +39,11 @@ def bundled(name: str) -> str:
 
 def run(args) -> int:
     graph = read_graph(bundled("btmz64.edges"))
-    topology = load_topology(bundled("demo-machine.txt"))
+    topology = load_topology(bundled("demo-cluster.txt"))
     print(f"traffic: NPB BT-MZ, {graph.n} ranks, {graph.n_edges} communicating pairs, "
           f"{graph.total_bytes / 2**30:.2f} GiB")
-    print(f"machine: {topology!r}, hosts {', '.join(topology.hosts())}")
+    print(f"machine: {topology.n_pes} PEs on hosts {', '.join(topology.hosts())} "
+          "(PlaFRIM devel nodes, hwloc XML)")
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed)
     identity = map_tasks(graph, topology, method="identity")
     before = evaluate(graph, topology, identity.pe_of_task, check=False)

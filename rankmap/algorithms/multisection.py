@@ -1,0 +1,129 @@
+"""Top-down hierarchical multisection (Schulz & Traff sec. 3.1; SharedMap).
+
+Partition the tasks into the root's children, each part into that child's
+children, and so on down to the PEs; the tasks that end in a leaf's part run
+on that PE.  Each part's target weight is proportional to the PEs below its
+child, so irregular trees (children of different sizes) work as well as
+uniform hierarchies.
+
+One-to-one: every part must hold exactly as many tasks as its subtree will
+receive (all its PEs when n == k); the backend is asked for perfect balance
+and ``repair_balance`` fixes what it misses, so the result is always a
+permutation.  Many-to-one: SharedMap's adaptive imbalance (Lemma 5.1)
+
+    eps' = ((1 + eps) * k_sub * c(V) / (k * c(V_sub))) ** (1 / depth) - 1
+
+for a sub-problem of weight c(V_sub) over k_sub PEs with ``depth`` levels
+still below it keeps the final PE loads within (1 + eps) * c(V) / k; parts
+are repaired to those bounds, and to L_max at the PEs.
+
+Sub-problems run one after another: kaffpa holds the GIL (see partition.py)
+and Mt-KaHyPar already uses ``threads`` inside each call.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ..graph import CommGraph
+from ..mapping import DEFAULT_EPS, balance_report
+from ..topology import Topology
+from . import register
+from .partition import partition_graph, repair_balance
+
+
+def _height(topology: Topology) -> np.ndarray:
+    """Levels below every node (0 for a leaf)."""
+    h = np.zeros(topology.n_nodes, dtype=np.int64)
+    depth, parent = topology.node_depth, topology.parent
+    for d in range(topology.max_depth, 0, -1):
+        nodes = np.flatnonzero(depth == d)
+        np.maximum.at(h, parent[nodes], h[nodes] + 1)
+    return h
+
+
+def _task_counts(n_tasks: int, pes: np.ndarray) -> np.ndarray:
+    """One-to-one with fewer tasks than PEs: split ``n_tasks`` over children
+    in proportion to their PEs (largest remainder), never more than a
+    child's PEs."""
+    share = n_tasks * pes / pes.sum()
+    counts = np.minimum(np.floor(share).astype(np.int64), pes)
+    rest = n_tasks - int(counts.sum())
+    order = np.argsort(-(share - counts), kind="stable")
+    while rest > 0:
+        for i in order.tolist():
+            if rest and counts[i] < pes[i]:
+                counts[i] += 1
+                rest -= 1
+    return counts
+
+
+def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
+                     eps: float | None = None, backend: str = "kahip", preset: str = "eco",
+                     threads: int = 1) -> np.ndarray:
+    """``pe_of_task`` by hierarchical multisection of ``graph`` along
+    ``topology`` (see the module docstring)."""
+    n, k = graph.n, topology.n_pes
+    one_to_one = eps is None and n <= k
+    if eps is None and not one_to_one:
+        eps = DEFAULT_EPS
+    sym = graph.symmetric
+    w = np.ones(n) if one_to_one else graph.vertex_weights
+    total = float(w.sum())
+    l_max = None if one_to_one else balance_report(np.zeros(0, dtype=np.int64), w, k, eps)["L_max"]
+    height = _height(topology)
+    pe_of_task = np.full(n, -1, dtype=np.int64)
+    queue = deque([(topology.root, np.arange(n, dtype=np.int64))])
+    sub_seed = int(seed)
+    while queue:
+        node, tasks = queue.popleft()
+        children = topology.children(node)
+        while children.size == 1:  # a level with one child splits nothing
+            node = int(children[0])
+            children = topology.children(node)
+        if children.size == 0:
+            pe_of_task[tasks] = topology.leaf_start[node]
+            continue
+        if tasks.size == 0:
+            continue
+        pes = topology.leaf_stop[children] - topology.leaf_start[children]
+        adj = sym[tasks][:, tasks]
+        ws = w[tasks]
+        if one_to_one:
+            counts = _task_counts(tasks.size, pes)
+            targets, sub_eps, capacity = counts, 0.0, counts.astype(np.float64)
+        else:
+            c_sub = float(ws.sum())
+            ratio = (1 + eps) * pes.sum() * total / (k * max(c_sub, 1e-300))
+            sub_eps = max(ratio ** (1.0 / int(height[node])) - 1.0, 0.0)
+            capacity = (1 + sub_eps) * c_sub * pes / pes.sum()
+            # the Lemma's bound is continuous: with whole tasks allow one more
+            # heaviest task when it is tight, but never more than L_max per PE
+            capacity = np.maximum(capacity, c_sub * pes / pes.sum() + ws.max(initial=0.0))
+            capacity = np.minimum(capacity, l_max * pes)
+            targets = pes
+        live = targets > 0
+        block = np.zeros(tasks.size, dtype=np.int64)
+        if live.sum() > 1:
+            raw = partition_graph(adj, ws, targets[live], sub_eps, backend=backend, preset=preset,
+                                  seed=sub_seed, threads=threads)
+            block = np.flatnonzero(live)[raw]
+        else:
+            block[:] = int(np.flatnonzero(live)[0])
+        sub_seed += 1
+        block = repair_balance(adj, ws, block, capacity)
+        order = np.argsort(block, kind="stable")
+        bounds = np.searchsorted(block[order], np.arange(children.size + 1))
+        for i, child in enumerate(children.tolist()):
+            queue.append((child, tasks[order[bounds[i]:bounds[i + 1]]]))
+    return pe_of_task
+
+
+@register("multisection", "top-down hierarchical multisection with KaHIP or Mt-KaHyPar "
+                          "(options: backend=kahip|mtkahypar, preset=fast|eco|strong, threads)")
+def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1, **_):
+    return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
+                            preset=str(preset), threads=int(threads))
+

@@ -1,0 +1,357 @@
+"""Swap refinement (Schulz & Traff, "Better Process Mapping and Sparse QAP").
+
+Local search on any mapping: try pairs of tasks (u, v) and swap their PEs
+when that lowers J.  Candidate pairs come from the neighbourhood N_C^d
+(tasks within graph distance d in the communication graph, nearest first,
+at most ``ball_cap`` per task) or, with ``depth="n2"``, all pairs (the
+quadratic neighbourhood, pruned to pairs on PEs at non-zero distance; for
+small n).  A pass visits every pair once in random order; the search stops
+after a pass without gain, at ``max_passes`` or at ``time_limit``.
+
+The gain of a swap is computed from the two tasks' neighbourhoods alone,
+O(deg(u) + deg(v)): moving u from p_u to p_v changes J by
+sum_x S_ux (D(p_v, p_x) - D(p_u, p_x)), and a swap adds the two moves plus
+2 S_uv D(p_u, p_v) for the edge between them.  The per-task contributions
+Gamma(u) = sum_x S_ux D(p_u, p_x) (their sec. 3.2) are kept up to date after
+every swap, carry J, and prune pairs that cannot gain.
+
+The hot loop is vectorised: a batch of candidate pairs is evaluated at once
+with ragged gathers of the CSR rows and one call of the topology's distance
+oracle per term.  Swaps with gain are then applied in batch order, each only
+when no earlier swap of the batch touched its tasks or their neighbours (so
+every gain applied is exact); the others are evaluated again with the next
+batch.  The only machine queries are ``topology.distance(p, q)`` (vectorised)
+and ``topology.n_pes``, so any topology with that oracle works (trees, meshes,
+tori).
+
+Many-to-one (``eps`` given or more tasks than PEs): a pair may also become
+the move of one task to the other's PE, and every swap or move keeps each PE
+load within L_max = floor((1 + eps) * ceil(c(V) / k)).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..graph import CommGraph
+from ..mapping import DEFAULT_EPS, balance_report
+from . import register
+
+BATCH = 32768
+DEFAULT_DEPTH = 10
+DEFAULT_BALL_CAP = 256
+CACHE_PAIRS = 1 << 23  # 8M pairs, 64 MB as int32
+
+
+@dataclass
+class RefineStats:
+    """What a refinement run did: J before/after, passes, pairs evaluated
+    (the hot-loop count), improving swaps/moves applied, seconds."""
+
+    j_start: float = 0.0
+    j_end: float = 0.0
+    passes: int = 0
+    evaluated: int = 0
+    swaps: int = 0
+    seconds: float = 0.0
+
+    @property
+    def evaluated_per_s(self) -> float:
+        return self.evaluated / self.seconds if self.seconds > 0 else 0.0
+
+
+def _ragged(indptr: np.ndarray, rows: np.ndarray):
+    """Edge ids of the CSR rows ``rows`` concatenated, and for each edge the
+    position of its row in ``rows``."""
+    lens = indptr[rows + 1] - indptr[rows]
+    owner = np.repeat(np.arange(rows.size), lens)
+    offsets = np.cumsum(lens) - lens
+    edges = np.arange(int(lens.sum()), dtype=np.int64) - offsets[owner] + indptr[rows][owner]
+    return edges, owner
+
+
+def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator):
+    """Yield arrays (U, V), u < v, of the pairs within graph distance
+    ``depth``: sparse BFS from chunks of sources; a source stops growing
+    once its ball reaches ``cap`` tasks (whole BFS levels are kept)."""
+    n = adj.shape[0]
+    pattern = sp.csr_array((np.ones(adj.nnz, dtype=np.int8), adj.indices, adj.indptr), shape=adj.shape)
+    order = rng.permutation(n)
+    chunk = max(1, min(n, (1 << 20) // max(min(cap, n), 1)))
+    for start in range(0, n, chunk):
+        src = order[start:start + chunk]
+        c = src.size
+        seen = sp.csr_array((np.ones(c, dtype=np.int8), (np.arange(c), src)), shape=(c, n))
+        frontier = seen
+        for _ in range(depth):
+            reach = (frontier @ pattern).astype(bool).astype(np.int8)
+            new = reach - reach.multiply(seen)
+            new.eliminate_zeros()
+            if new.nnz == 0:
+                break
+            seen = seen + new
+            growing = np.asarray(seen.sum(axis=1)).ravel() < cap
+            frontier = sp.csr_array(sp.diags_array(growing.astype(np.int8), dtype=np.int8) @ new)
+            frontier.eliminate_zeros()
+            if frontier.nnz == 0:
+                break
+        coo = seen.tocoo()
+        u, v = src[coo.row], coo.col.astype(np.int64)
+        keep = u < v
+        yield u[keep], v[keep]
+
+
+def _all_pairs(n: int, rng: np.random.Generator):
+    """Yield the quadratic neighbourhood, all pairs u < v, in chunks."""
+    order = rng.permutation(n)
+    chunk = max(1, (1 << 20) // max(n, 1))
+    for start in range(0, n, chunk):
+        src = order[start:start + chunk]
+        u = np.repeat(src, n)
+        v = np.tile(np.arange(n), src.size)
+        keep = u < v
+        perm = rng.permutation(int(keep.sum()))
+        yield u[keep][perm], v[keep][perm]
+
+
+class _SwapState:
+    """Positions, per-task contributions Gamma and PE loads of the search."""
+
+    def __init__(self, graph: CommGraph, topology, pe_of_task, eps):
+        self.adj = graph.symmetric
+        self.indptr, self.indices, self.w = self.adj.indptr, self.adj.indices, self.adj.data
+        self.dist = topology.distance
+        self.pos = np.asarray(pe_of_task, dtype=np.int64).copy()
+        n, k = graph.n, topology.n_pes
+        self.many = eps is not None or n > k
+        self.vw = graph.vertex_weights
+        if self.many:
+            e = DEFAULT_EPS if eps is None else eps
+            self.l_max = balance_report(np.zeros(0, dtype=np.int64), self.vw, k, e)["L_max"]
+            self.load = np.bincount(self.pos, weights=self.vw, minlength=k)
+        rows = np.repeat(np.arange(n), np.diff(self.indptr))
+        self.gamma = np.bincount(rows, weights=self.w * self.dist(self.pos[rows], self.pos[self.indices]),
+                                 minlength=n)
+
+    @property
+    def j(self) -> float:
+        return float(self.gamma.sum()) / 2  # every undirected pair sits in two rows
+
+    def move_gain(self, tasks, targets, partners):
+        """For each i: J change if tasks[i] alone moved to targets[i], and the
+        weight of the edge tasks[i] -- partners[i]."""
+        e, owner = _ragged(self.indptr, tasks)
+        x = self.indices[e]
+        w = self.w[e]
+        px = self.pos[x]
+        d = self.dist(targets[owner], px) - self.dist(self.pos[tasks][owner], px)
+        b = tasks.size
+        return (np.bincount(owner, weights=w * d, minlength=b),
+                np.bincount(owner, weights=np.where(x == partners[owner], w, 0.0), minlength=b))
+
+    def evaluate(self, U, V):
+        """Best J change per pair and the action: 0 swap, 1 move u to p_v,
+        2 move v to p_u (inf where nothing is feasible)."""
+        pu, pv = self.pos[U], self.pos[V]
+        gu, w_uv = self.move_gain(U, pv, V)
+        gv, _ = self.move_gain(V, pu, U)
+        swap = gu + gv + 2 * w_uv * self.dist(pu, pv)
+        if not self.many:
+            return swap, np.zeros(U.size, dtype=np.int64)
+        wu, wv, lu, lv = self.vw[U], self.vw[V], self.load[pu], self.load[pv]
+        opts = np.stack([np.where((lu - wu + wv <= self.l_max) & (lv - wv + wu <= self.l_max), swap, np.inf),
+                         np.where(lv + wu <= self.l_max, gu, np.inf),
+                         np.where(lu + wv <= self.l_max, gv, np.inf)])
+        act = np.argmin(opts, axis=0)
+        return opts[act, np.arange(U.size)], act
+
+    def feasible(self, u, v, act) -> bool:
+        if not self.many:
+            return True
+        pu, pv, wu, wv = self.pos[u], self.pos[v], self.vw[u], self.vw[v]
+        if act == 0:
+            return self.load[pu] - wu + wv <= self.l_max and self.load[pv] - wv + wu <= self.l_max
+        if act == 1:
+            return self.load[pv] + wu <= self.l_max
+        return self.load[pu] + wv <= self.l_max
+
+    def apply(self, u, v, act):
+        """Carry out an action; returns the tasks whose PE changed and their old PEs."""
+        pu, pv = self.pos[u], self.pos[v]
+        if act == 0:
+            self.pos[u], self.pos[v] = pv, pu
+            moved = [(u, pu), (v, pv)]
+        elif act == 1:
+            self.pos[u] = pv
+            moved = [(u, pu)]
+        else:
+            self.pos[v] = pu
+            moved = [(v, pv)]
+        if self.many:
+            for t, old in moved:
+                self.load[old] -= self.vw[t]
+                self.load[self.pos[t]] += self.vw[t]
+        return moved
+
+    def update_gamma(self, moved_tasks: np.ndarray, old_pos: np.ndarray):
+        """Gamma after a batch of moves with pairwise disjoint closed
+        neighbourhoods (apart from swap partners): O(sum of their degrees)."""
+        e, owner = _ragged(self.indptr, moved_tasks)
+        x, w = self.indices[e], self.w[e]
+        new_d = self.dist(self.pos[moved_tasks][owner], self.pos[x])
+        is_moved = np.zeros(self.pos.size, dtype=bool)
+        is_moved[moved_tasks] = True
+        other = ~is_moved[x]
+        old_d = self.dist(old_pos[owner][other], self.pos[x[other]])
+        np.add.at(self.gamma, x[other], w[other] * (new_d[other] - old_d))
+        self.gamma[moved_tasks] = np.bincount(owner, weights=w * new_d, minlength=moved_tasks.size)
+
+
+def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH, seed: int = 0,
+                 time_limit: float | None = None, eps: float | None = None,
+                 max_passes: int | None = None, ball_cap: int = DEFAULT_BALL_CAP):
+    """Swap local search; returns ``(pe_of_task, RefineStats)``."""
+    start = time.perf_counter()
+    s = _SwapState(graph, topology, pe_of_task, eps)
+    n = graph.n
+    rng = np.random.default_rng(seed)
+    stats = RefineStats(j_start=s.j)
+    quadratic = isinstance(depth, str)
+    if quadratic and depth.lower() != "n2":
+        raise ValueError(f"refinement depth must be an integer 1..n or 'n2', got {depth!r}")
+    if not quadratic and int(depth) < 1:
+        raise ValueError(f"refinement depth must be >= 1, got {depth}")
+    tol = 1e-12 * max(s.j, 1.0)
+    cache: list = []
+    out_of_time = False
+    while not out_of_time and (max_passes is None or stats.passes < max_passes) and n > 1:
+        stats.passes += 1
+        gained = 0
+        pairs = _pass_pairs(s.adj, depth, int(ball_cap), rng, cache)
+        carry_u = carry_v = np.zeros(0, dtype=np.int64)
+        for U, V in pairs:
+            for b in range(0, max(U.size, 1), BATCH):
+                cu = np.concatenate([carry_u, U[b:b + BATCH]])
+                cv = np.concatenate([carry_v, V[b:b + BATCH]])
+                carry_u, carry_v, n_applied = _run_batch(s, cu, cv, tol, stats)
+                gained += n_applied
+                if time_limit is not None and time.perf_counter() - start > time_limit:
+                    out_of_time = True
+                    break
+            if out_of_time:
+                break
+        while carry_u.size and not out_of_time:
+            carry_u, carry_v, n_applied = _run_batch(s, carry_u, carry_v, tol, stats)
+            gained += n_applied
+        if gained == 0:
+            break
+    stats.j_end = s.j
+    stats.seconds = time.perf_counter() - start
+    return s.pos, stats
+
+
+def _pass_pairs(adj, depth, cap, rng, cache: list):
+    """The candidate pairs of one pass, in chunks, in a fresh random order.
+    Ball neighbourhoods of up to CACHE_PAIRS pairs are built once and
+    reshuffled on later passes."""
+    n = adj.shape[0]
+    if isinstance(depth, str):
+        yield from _all_pairs(n, rng)
+        return
+    if not cache:
+        chunks, total = [], 0
+        for U, V in _ball_pairs(adj, int(depth), cap, rng):
+            total += U.size
+            if total > CACHE_PAIRS:
+                chunks = None
+                break
+            chunks.append((U, V))
+        if chunks is None:  # too many to keep: rebuild every pass
+            for U, V in _ball_pairs(adj, int(depth), cap, rng):
+                perm = rng.permutation(U.size)
+                yield U[perm], V[perm]
+            return
+        cache.append((np.concatenate([c[0] for c in chunks]).astype(np.int32) if chunks else np.zeros(0, np.int32),
+                      np.concatenate([c[1] for c in chunks]).astype(np.int32) if chunks else np.zeros(0, np.int32)))
+    U, V = cache[0]
+    perm = rng.permutation(U.size)
+    for b in range(0, U.size, 1 << 20):
+        p = perm[b:b + (1 << 20)]
+        yield U[p].astype(np.int64), V[p].astype(np.int64)
+
+
+def _run_batch(s: _SwapState, U, V, tol, stats: RefineStats):
+    """Evaluate a batch, apply its non-interfering improving actions; return
+    the improving pairs left for the next batch and how many were applied."""
+    live = (s.gamma[U] + s.gamma[V] > 0) & (s.pos[U] != s.pos[V])
+    U, V = U[live], V[live]
+    stats.evaluated += U.size
+    if U.size == 0:
+        return U, V, 0
+    delta, act = s.evaluate(U, V)
+    good = np.flatnonzero(delta < -tol)
+    if good.size == 0:
+        return U[:0], V[:0], 0
+    touched = np.zeros(s.pos.size, dtype=bool)
+    indptr, indices = s.indptr, s.indices
+    moved_tasks, old_pos, deferred = [], [], []
+    for i in good.tolist():
+        u, v, a = int(U[i]), int(V[i]), int(act[i])
+        if (touched[u] or touched[v] or touched[indices[indptr[u]:indptr[u + 1]]].any()
+                or touched[indices[indptr[v]:indptr[v + 1]]].any() or not s.feasible(u, v, a)):
+            deferred.append(i)
+            continue
+        for t, old in s.apply(u, v, a):
+            moved_tasks.append(t)
+            old_pos.append(old)
+        touched[u] = touched[v] = True
+    if moved_tasks:
+        s.update_gamma(np.asarray(moved_tasks, dtype=np.int64), np.asarray(old_pos, dtype=np.int64))
+    stats.swaps += len(good) - len(deferred)
+    d = np.asarray(deferred, dtype=np.int64)
+    return U[d], V[d], len(good) - len(deferred)
+
+
+def swap_refine(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH, seed: int = 0,
+                time_limit: float | None = None, eps: float | None = None, **options) -> np.ndarray:
+    """Improve ``pe_of_task`` by swaps (moves too when many-to-one); see the
+    module docstring.  Uses only ``topology.distance`` and ``topology.n_pes``."""
+    pe, _ = refine_swaps(graph, topology, pe_of_task, depth=depth, seed=seed, time_limit=time_limit,
+                         eps=eps, **options)
+    return pe
+
+
+def refine_option(value) -> bool:
+    """Whether a method option ``refine=...`` (bool or CLI string) asks for
+    swap refinement."""
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("1", "true", "yes", "on", "swap"):
+            return True
+        if v in ("0", "false", "no", "off", "none", ""):
+            return False
+        raise ValueError(f"option refine={value!r}: expected true/false")
+    return bool(value)
+
+
+@register("swap", "swap refinement (Schulz & Traff N_C^d) of the greedy_allc mapping; "
+                  "other methods get it with option refine=true")
+def swap_method(graph, topology, *, seed=0, eps=None, depth=DEFAULT_DEPTH, time_limit=None, **_):
+    from .baselines import greedy_allc
+
+    start = greedy_allc(graph, topology, seed=seed, eps=eps)
+    return swap_refine(graph, topology, start, depth=swap_refine_option_depth(depth), seed=seed, time_limit=time_limit, eps=eps)
+
+
+def swap_refine_option_depth(value):
+    """``depth`` option from Python or the CLI: an integer, 'n2', or None
+    for the default."""
+    if value is None:
+        return DEFAULT_DEPTH
+    if isinstance(value, str) and value.strip().lower() != "n2":
+        return int(value)
+    return value

@@ -1,0 +1,38 @@
+"""auto: deterministic per seed and budget, never worse than its parts."""
+
+import numpy as np
+
+from rankmap.algorithms import map_tasks
+from rankmap.algorithms.auto import plan
+from rankmap.cost import mapping_cost
+from rankmap.topology.hierarchy import hierarchy_topology
+from tests.quality_instances import grid_graph, planted_hierarchy
+
+
+def test_auto_is_deterministic_and_at_least_as_good_as_its_first_run():
+    g = grid_graph(12, 12)
+    topo = hierarchy_topology([4, 4, 9], [1, 10, 100])
+    a = map_tasks(g, topo, method="auto", seed=3, time_limit=1)
+    b = map_tasks(g, topo, method="auto", seed=3, time_limit=1)
+    assert np.array_equal(a.pe_of_task, b.pe_of_task)
+    ms = map_tasks(g, topo, method="multisection", preset="fast", seed=3)
+    assert mapping_cost(g, topo, a.pe_of_task) <= mapping_cost(g, topo, ms.pe_of_task)
+    assert mapping_cost(g, topo, a.pe_of_task) <= mapping_cost(g, topo, map_tasks(g, topo, method="greedy_allc").pe_of_task)
+
+
+def test_budget_grows_the_plan_and_the_first_run_always_happens():
+    g = grid_graph(12, 12)
+    topo = hierarchy_topology([4, 4, 9], [1, 10, 100])
+    tiny, big = plan(g, topo, 0.0), plan(g, topo, 1000.0)
+    assert len(tiny) == 1 and tiny[0][0] == "multisection"
+    assert len(big) > len(tiny) and any(o.get("preset") == "strong" for _, o in big)
+
+
+def test_auto_finds_planted_optimum_and_maps_many_to_one():
+    g, best = planted_hierarchy([4, 4, 4], [1000, 10, 1], seed=2)
+    topo = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    m = map_tasks(g, topo, method="auto", time_limit="0.5")
+    assert mapping_cost(g, topo, m.pe_of_task) == mapping_cost(g, topo, best)
+    small = hierarchy_topology([4, 4], [1, 10])
+    many = map_tasks(g, small, method="auto", eps=0.03, time_limit=0.5)
+    assert np.bincount(many.pe_of_task, minlength=16).max() <= 4

@@ -1,0 +1,85 @@
+"""Hierarchical multisection: exact permutations, planted optima, irregular
+trees, many-to-one balance (SharedMap Lemma 5.1)."""
+
+import numpy as np
+import pytest
+
+from rankmap.algorithms import map_tasks
+from rankmap.algorithms.multisection import _task_counts
+from rankmap.cost import mapping_cost
+from rankmap.graph import CommGraph
+from rankmap.mapping import balance_report
+from rankmap.topology import Topology, TreeNode
+from rankmap.topology.hierarchy import hierarchy_topology
+from tests.quality_instances import grid_graph, planted_hierarchy
+
+
+@pytest.mark.parametrize("backend,preset", [("kahip", "fast"), ("kahip", "strong"), ("mtkahypar", "fast")])
+def test_finds_the_planted_optimum(backend, preset):
+    g, best = planted_hierarchy([4, 4, 4], [1000, 10, 1], seed=3)
+    topo = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    m = map_tasks(g, topo, method="multisection", backend=backend, preset=preset, seed=1)
+    assert sorted(m.pe_of_task.tolist()) == list(range(64))
+    assert mapping_cost(g, topo, m.pe_of_task) == mapping_cost(g, topo, best)
+    assert mapping_cost(g, topo, m.pe_of_task) < mapping_cost(g, topo, np.arange(64)) / 3
+
+
+def test_beats_greedy_on_a_stencil_and_is_deterministic():
+    g = grid_graph(16, 16)
+    topo = hierarchy_topology([4, 16, 4], [1, 10, 100])
+    a = map_tasks(g, topo, method="multisection", seed=5).pe_of_task
+    b = map_tasks(g, topo, method="multisection", seed=5).pe_of_task
+    assert np.array_equal(a, b)
+    greedy = map_tasks(g, topo, method="greedy").pe_of_task
+    assert mapping_cost(g, topo, a) < mapping_cost(g, topo, greedy)
+
+
+def test_irregular_tree_children_of_different_sizes():
+    # root: a 6-PE node and a 2-PE node; the big one has groups of 4 and 2
+    big = TreeNode("node", 10, [TreeNode("l3", 1, [TreeNode("pu") for _ in range(4)]),
+                                TreeNode("l3", 1, [TreeNode("pu") for _ in range(2)])])
+    small = TreeNode("node", 10, [TreeNode("pu"), TreeNode("pu")])
+    topo = Topology(TreeNode("net", 100, [big, small]))
+    g = grid_graph(2, 4)
+    pe = map_tasks(g, topo, method="multisection").pe_of_task
+    assert sorted(pe.tolist()) == list(range(8))
+    # the 2x4 grid fits as 2x3 on the big node and 2x1 on the small: cut 2 at distance 100
+    assert mapping_cost(g, topo, pe) <= mapping_cost(g, topo, np.arange(8))
+
+
+def test_fewer_tasks_than_pes_stays_one_to_one():
+    g = grid_graph(3, 5)
+    topo = hierarchy_topology([4, 4, 2], [1, 10, 100])
+    pe = map_tasks(g, topo, method="multisection").pe_of_task
+    assert np.unique(pe).size == 15
+    assert _task_counts(15, np.array([16, 16])).tolist() == [8, 7]
+    assert _task_counts(5, np.array([1, 8])).tolist() == [1, 4]
+
+
+@pytest.mark.parametrize("backend", ["kahip", "mtkahypar"])
+def test_many_to_one_respects_l_max_with_vertex_weights(backend):
+    g = grid_graph(24, 24)
+    w = np.random.default_rng(0).integers(1, 5, size=g.n).astype(float)
+    g = CommGraph(g.bytes, vertex_weights=w)
+    topo = hierarchy_topology([4, 4, 2], [1, 10, 100])
+    m = map_tasks(g, topo, method="multisection", eps=0.03, backend=backend, preset="fast")
+    rep = balance_report(m.pe_of_task, w, topo.n_pes, 0.03)
+    assert rep["balanced"], rep
+    # a random placement puts half the bytes across the network (distance 100)
+    assert mapping_cost(g, topo, m.pe_of_task) < 0.1 * 100 * g.total_bytes
+
+
+def test_bad_options_are_clear_errors():
+    g = grid_graph(2, 2)
+    topo = hierarchy_topology([2, 2], [1, 10])
+    with pytest.raises(ValueError, match="backend"):
+        map_tasks(g, topo, method="multisection", backend="scotch")
+
+
+def test_many_to_one_with_tight_l_max():
+    # 2851 tasks on 128 PEs: L_max = floor(1.03 * 23) = 23, only 3% slack in total;
+    # the Lemma's continuous bounds alone would round below what the tasks need
+    g = grid_graph(2851, 1)
+    topo = hierarchy_topology([4, 8, 4], [1, 10, 100])
+    m = map_tasks(g, topo, method="multisection", eps=0.03, preset="fast")
+    assert np.bincount(m.pe_of_task, minlength=128).max() <= 23

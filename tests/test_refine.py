@@ -1,0 +1,100 @@
+"""Swap refinement: exact gain bookkeeping, monotone J, the distance oracle
+as the only machine query, many-to-one moves under L_max."""
+
+import numpy as np
+import pytest
+
+from rankmap.algorithms import map_tasks
+from rankmap.algorithms.refine import refine_swaps, swap_refine
+from rankmap.cost import mapping_cost
+from rankmap.graph import CommGraph
+from rankmap.mapping import balance_report
+from rankmap.topology.hierarchy import hierarchy_topology
+from tests.quality_instances import grid_graph, planted_hierarchy
+
+
+class RingOracle:
+    """A machine known only by its distance oracle (hops on a ring)."""
+
+    def __init__(self, k):
+        self.n_pes = k
+
+    def distance(self, p, q):
+        d = np.abs(np.asarray(p) - np.asarray(q))
+        return np.minimum(d, self.n_pes - d).astype(float)
+
+
+@pytest.mark.parametrize("depth", [1, 3, 10, "n2"])
+def test_tracked_j_is_exact_and_never_worse(depth):
+    g = grid_graph(12, 12)
+    topo = hierarchy_topology([4, 4, 9], [1, 10, 100])
+    start = np.random.default_rng(1).permutation(g.n)
+    pe, st = refine_swaps(g, topo, start, depth=depth, seed=2)
+    assert sorted(pe.tolist()) == list(range(g.n))
+    assert st.j_start == pytest.approx(mapping_cost(g, topo, start))
+    assert st.j_end == pytest.approx(mapping_cost(g, topo, pe))
+    assert st.j_end < {1: 0.9, 3: 0.7}.get(depth, 0.5) * st.j_start
+    assert st.evaluated > 0 and st.swaps > 0
+
+
+def test_repairs_a_planted_optimum_from_one_bad_swap():
+    g, best = planted_hierarchy([4, 4, 4], [1000, 10, 1], seed=0)
+    topo = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    bad = best.copy()
+    a, b = int(np.flatnonzero(best == 0)[0]), int(np.flatnonzero(best == 63)[0])
+    bad[a], bad[b] = bad[b], bad[a]
+    pe = swap_refine(g, topo, bad, depth=1)
+    assert mapping_cost(g, topo, pe) == mapping_cost(g, topo, best)
+
+
+def test_uses_only_the_distance_oracle():
+    g = grid_graph(1, 32, wrap=True)  # a ring of tasks
+    ring = RingOracle(32)
+    start = np.random.default_rng(0).permutation(32)
+    pe, st = refine_swaps(g, ring, start, depth="n2", seed=0)
+    assert sorted(pe.tolist()) == list(range(32))
+    assert st.j_end < st.j_start
+    src, dst, w = g.coo()
+    assert st.j_end == pytest.approx(float(np.dot(w, ring.distance(pe[src], pe[dst]))))
+
+
+def test_deterministic_per_seed():
+    g = grid_graph(10, 10)
+    topo = hierarchy_topology([4, 5, 5], [1, 10, 100])
+    start = np.random.default_rng(3).permutation(g.n)
+    assert np.array_equal(swap_refine(g, topo, start, seed=7), swap_refine(g, topo, start, seed=7))
+
+
+def test_many_to_one_moves_keep_balance():
+    base = grid_graph(16, 16)
+    w = np.random.default_rng(4).integers(1, 4, size=base.n).astype(float)
+    g = CommGraph(base.bytes, vertex_weights=w)
+    topo = hierarchy_topology([4, 4], [1, 10])
+    start = map_tasks(g, topo, method="multisection", eps=0.05, preset="fast").pe_of_task
+    scrambled = start[np.random.default_rng(5).permutation(g.n)]  # same loads, bad locality
+    pe, st = refine_swaps(g, topo, scrambled, eps=0.05, seed=1)
+    assert balance_report(pe, w, topo.n_pes, 0.05)["balanced"]
+    assert st.j_end == pytest.approx(mapping_cost(g, topo, pe))
+    assert st.j_end < 0.7 * st.j_start
+
+
+def test_time_limit_zero_stops_after_one_batch():
+    g = grid_graph(20, 20)
+    topo = hierarchy_topology([4, 10, 10], [1, 10, 100])
+    start = np.random.default_rng(0).permutation(g.n)
+    pe, st = refine_swaps(g, topo, start, time_limit=0.0)
+    assert st.passes == 1 and sorted(pe.tolist()) == list(range(g.n))
+
+
+def test_refine_option_of_map_tasks():
+    g = grid_graph(8, 8)
+    topo = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    plain = map_tasks(g, topo, method="random", seed=1)
+    refined = map_tasks(g, topo, method="random", seed=1, refine="true", refine_depth="2")
+    assert mapping_cost(g, topo, refined.pe_of_task) < mapping_cost(g, topo, plain.pe_of_task)
+    same = map_tasks(g, topo, method="random", seed=1, refine="no")
+    assert np.array_equal(same.pe_of_task, plain.pe_of_task)
+    with pytest.raises(ValueError, match="refine"):
+        map_tasks(g, topo, method="random", refine="maybe")
+    with pytest.raises(ValueError, match="depth"):
+        swap_refine(g, topo, plain.pe_of_task, depth="n3")
