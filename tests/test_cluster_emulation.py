@@ -17,6 +17,7 @@ import pytest
 from rankmap.emulate import (ClusterError, ClusterSpec, ClusterUnavailable, EmulatedCluster,
                              check_environment, parse_rate)
 from rankmap.emulate.cluster import _link_list, _netns_list
+from rankmap.topology import topology_from_strings
 
 RATE = "50mbit"
 PROBE = textwrap.dedent("""
@@ -64,6 +65,12 @@ def test_spec_validation_and_topology():
     topo = ClusterSpec(nodes=4, slots=2, racks=2).topology()
     assert topo.hosts() == ["node0", "node1", "node2", "node3"]
     assert topo.uniform_hierarchy() == ([2, 2, 2], [1.0, 100.0, 1000.0])
+    with pytest.raises(ValueError, match="racks"):
+        ClusterSpec(nodes=4, racks=2).topology_file_text()
+    text = ClusterSpec(nodes=3, slots=4).topology_file_text()
+    assert text == "hierarchy 4:3 distances 1:100\n"
+    flat = topology_from_strings(*text.split()[1::2])
+    assert flat.hosts() == ClusterSpec(nodes=3).hosts   # the emulated host names
 
 
 def test_object_names_fit_linux_limits():
@@ -193,6 +200,8 @@ def test_cli_up_list_run_down(capsys):
     try:
         assert main(["cluster", "list"]) == 0
         assert f"{name}\t2 nodes x 3 slots\t10mbit" in capsys.readouterr().out
+        assert main(["cluster", "topology", name]) == 0
+        assert capsys.readouterr().out == "hierarchy 3:2 distances 1:100\n"
         assert main(["cluster", "run", name, "--show", "--", "prog", "arg"]) == 0
         shown = capsys.readouterr().out
         assert "-hosts node0:3,node1:3 -n 6 prog arg" in shown and "FI_PROVIDER tcp" in shown

@@ -2,15 +2,53 @@
 with the launcher's default orders and with rankmap's, on network namespaces
 joined by rate-limited links (root needed).
 
-For each program: block order, round-robin order, rankmap's order relaunched
-from a hydra machinefile (``--as hydra`` launch file), and the in-program path
-(round-robin launch, ranks reordered at start-up).  Reports the median over
-repeats of wall and communication time, the bytes that crossed the network
-(tc counters), J of each order, and the network bound of the best order
-(its busiest link's bytes / link rate).  The communication graph is the one
-each program declares (its ``graph()``: face messages of its process grid).
+The pipeline is the user's: for each program
 
-  python benchmarks/cluster/run.py                    # 4 nodes x 4 ranks, 50mbit, 3 repeats
+1. profile: ``mpiexec (round-robin) python -m rankmap.profile -o TRACE app.py``;
+2. map: ``rankmap map TRACE --topology cluster.topo -o app.hydra --as hydra``;
+3. relaunch: ``mpiexec -f app.hydra python app.py`` (order "rankmap");
+
+and separately the in-program path ("in-program": round-robin launch,
+``rankmap.reorder_comm`` at start-up on the slots it discovers).  Baselines:
+hydra's block (``-hosts node0:S,...``) and round-robin (``node0:1,...``)
+orders.  Reported per order, medians over repeats (orders interleaved within
+each repeat): wall and communication time (max over ranks of the time spent
+waiting in MPI), bytes that crossed the network (tc byte counters), J of the
+order the ranks really ran in (from each rank's reported host, on the trace's
+traffic), and the network bound (busiest link's bytes / link rate).  The
+"bound" row is that bound for rankmap's order: only the unavoidable
+inter-node bytes cross the network.  The goal lines use the median of the
+per-repeat ratios (paired: the orders of a repeat run back to back), since
+on a shared 2-core machine the load drifts between repeats; identical launch
+orders were measured up to 16% apart in medians of 5.
+
+Why ``--topology``: inside the namespaces the trace does record the right
+hosts (node0.. from ``unshare --uts``), but every namespace reports the same
+2-core hardware and hydra leaves ranks unbound, so the trace's own machine
+has 2 PEs per host for 8 ranks per host and no placement.  The cluster file
+(``rankmap cluster topology NAME``) says what the emulation means: S slots
+per node, distance 1 within a node, 100 across the switch.  ``reorder_comm``
+discovers the hosts itself and, ranks being unbound, places at node
+granularity (it warns), which is exactly this model.
+
+Sizing, so that communication dominates on a 2-core machine:
+- 4 nodes x 8 ranks, 50mbit links: the 3-D halo needs 8 ranks per node for
+  round-robin to be 2x worse at all (with 4 per node its bound ratio is at
+  most 1.33: a 16-rank 3-D grid has one axis whose neighbours round-robin
+  keeps on one node).  Grids: halo2d (P/2)x2, halo3d 2x(P/4)x2, CG (P/2)x2.
+- CG blocks are 1 x 1 x 8192 pencils (64 KiB faces, the least arithmetic
+  per byte sent): with thicker blocks (2 x 2 x 4096, or the 16 x 16 x 512 of
+  the first version) the 2 shared cores spend the iteration computing for 32
+  ranks, and every rank's "communication" is mostly waiting in the
+  allreduces for the others' arithmetic (measured on 4 x 8, 50mbit, block
+  vs round-robin: 6.3 s vs 15.0 s comm at 2 x 2 x 4096, 2.1 s vs 15.3 s at
+  1 x 1 x 8192).
+- ``MPIR_CVAR_ENABLE_HEAVY_YIELD=1`` (``--busy-poll`` turns it off): mpi4py
+  asks for MPI_THREAD_MULTIPLE, and MPICH then yields its lock with a
+  nanosleep while waiting instead of spinning, so 32 waiting ranks do not
+  starve the few that have work (on a real cluster each rank has its core).
+
+  python benchmarks/cluster/run.py                    # 4 nodes x 8 ranks, 50mbit, 5 repeats (~12 min)
   python benchmarks/cluster/run.py --quick            # 1 repeat, shorter runs
 """
 
@@ -29,39 +67,47 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path[:0] = [str(ROOT), str(HERE / "programs")]
+PROGRAMS = HERE / "programs"
+sys.path.insert(0, str(ROOT))
 
-import cg  # noqa: E402
-import halo  # noqa: E402
-
-from rankmap import evaluate, map_tasks  # noqa: E402
+from rankmap import evaluate  # noqa: E402
+from rankmap import trace as tracefmt  # noqa: E402
 from rankmap.cost import link_loads  # noqa: E402
 from rankmap.emulate import ClusterSpec, EmulatedCluster, parse_rate  # noqa: E402
-from rankmap.formats import write_launch_file  # noqa: E402
+from rankmap.formats import read_graph  # noqa: E402
 
 ORDERS = ["block", "round-robin", "rankmap", "in-program"]
+YIELD_ENV = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 
 
-def cases(nodes: int, slots: int, quick: bool) -> list[tuple[str, object, list[str]]]:
-    """(label, program module, argv): process grids shaped so that block order
-    puts whole 2-D tiles on a node and round-robin scatters neighbours."""
-    if slots % 2:
-        raise SystemExit("--slots must be even (the grids put 2 x slots/2 tiles on a node)")
+def cases(nodes: int, slots: int, quick: bool) -> list[tuple[str, str, list[str]]]:
+    """(label, program file, argv): grids whose row-major ranks block order
+    keeps together and round-robin scatters."""
+    p = nodes * slots
+    if p % 4:
+        raise SystemExit("--nodes x --slots must be a multiple of 4 (the grids are Px2 and 2xP/4x2)")
     iters = 8 if quick else 20
-    grid2 = f"{2 * nodes}x{slots // 2}"
-    grid3 = f"{nodes}x{slots // 2}x2"
+    grid2, grid3 = f"{p // 2}x2", f"2x{p // 4}x2"
     return [
-        (f"halo2d {grid2}", halo, ["--grid", grid2, "--kib", "64", "--iters", str(iters)]),
-        (f"halo3d {grid3}", halo, ["--grid", grid3, "--kib", "64", "--iters", str(iters)]),
-        (f"cg {grid2}", cg, ["--grid", grid2, "--n", "16", "--depth", "512",
-                                   "--iters", str(2 * iters)]),
+        (f"halo2d {grid2}", "halo.py", ["--grid", grid2, "--kib", "64", "--iters", str(iters)]),
+        (f"halo3d {grid3}", "halo.py", ["--grid", grid3, "--kib", "64", "--iters", str(iters)]),
+        (f"cg {grid2}", "cg.py", ["--grid", grid2, "--n", "1", "--depth", "8192",
+                                  "--iters", str(2 * iters)]),
     ]
 
 
-def round_robin(n_tasks: int, nodes: int, slots: int) -> np.ndarray:
-    """PE of each rank when the launcher deals ranks to nodes in turn."""
-    r = np.arange(n_tasks)
-    return (r % nodes) * slots + r // nodes
+def pe_of_hosts(hosts: list[str], topo, slots: int) -> np.ndarray:
+    """PE of each rank from the host it ran on: the next free slot of that
+    host (all slots of a node are alike in the cluster's topology)."""
+    index = {h: i for i, h in enumerate(topo.hosts())}
+    used = dict.fromkeys(index, 0)
+    pe = np.empty(len(hosts), dtype=np.int64)
+    for r, h in enumerate(hosts):
+        if h not in index or used[h] >= slots:
+            raise SystemExit(f"rank {r} ran on {h!r}: not a free slot of the cluster {topo.hosts()}")
+        pe[r] = index[h] * slots + used[h]
+        used[h] += 1
+    return pe
 
 
 def network_bound_s(graph, topo, pe_of_task, spec: ClusterSpec) -> float:
@@ -77,85 +123,155 @@ def network_bound_s(graph, topo, pe_of_task, spec: ClusterSpec) -> float:
     return float(np.max(np.maximum(up, down) / rate))
 
 
-def run_once(cluster, module, argv, order, machinefile, env) -> dict:
-    program = [sys.executable, module.__file__, *argv]
-    if order == "rankmap":
-        cmd = cluster.mpiexec(machinefile=machinefile, n=cluster.spec.nodes * cluster.spec.slots)
-    else:
-        cmd = cluster.mpiexec(order="block" if order == "block" else "round-robin")
-        if order == "in-program":
-            program.append("--reorder")
-    before = cluster.traffic()
-    start = time.perf_counter()
-    proc = subprocess.run(cmd + program, capture_output=True, text=True, timeout=600, env=env)
-    launch_s = time.perf_counter() - start
-    after = cluster.traffic()
-    if proc.returncode != 0:
-        raise SystemExit(f"{order} run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["net_bytes"] = sum(after["node_tx"]) - sum(before["node_tx"])
-    result["launch_s"] = launch_s
-    return result
+class Bench:
+    """One emulated cluster and the environment of every run on it."""
+
+    def __init__(self, cluster: EmulatedCluster, args):
+        self.cluster, self.args = cluster, args
+        self.env = {**os.environ,
+                    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        self.mpi_env = {} if args.busy_poll else YIELD_ENV
+        self.out = Path(args.out)
+
+    def mpiexec(self, order: str, machinefile=None) -> list[str]:
+        c = self.cluster
+        if machinefile is not None:
+            return c.mpiexec(machinefile=machinefile, n=c.spec.nodes * c.spec.slots, env=self.mpi_env)
+        return c.mpiexec(order=order, env=self.mpi_env)
+
+    def call(self, cmd: list[str], what: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=self.env)
+        if proc.returncode != 0:
+            raise SystemExit(f"{what} failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+        return proc
+
+    def profile_and_map(self, name: str, program: list[str], topo_file: Path) -> tuple[Path, Path]:
+        """Steps 1 and 2: trace a round-robin run, map the trace onto the cluster."""
+        trace = self.out / f"{name}.rmtrace.npz"
+        hydra = self.out / f"{name}.hydra"
+        self.call(self.mpiexec("round-robin") + [sys.executable, "-m", "rankmap.profile", "-o",
+                                                 str(trace), *program[1:]], f"profiling {name}")
+        self.call([sys.executable, "-m", "rankmap", "map", str(trace), "--topology", str(topo_file),
+                   "--method", self.args.method, "--seed", str(self.args.seed),
+                   "-o", str(hydra), "--as", "hydra"], f"rankmap map {trace}")
+        return trace, hydra
+
+    def run_once(self, program: list[str], order: str, machinefile: Path) -> dict:
+        if order == "rankmap":
+            cmd = self.mpiexec(order, machinefile)
+        else:
+            cmd = self.mpiexec("block" if order == "block" else "round-robin")
+            if order == "in-program":
+                program = program + ["--reorder", "--method", self.args.method]
+        before = self.cluster.traffic()
+        start = time.perf_counter()
+        proc = self.call(cmd + program, f"{order} run")
+        launch_s = time.perf_counter() - start
+        after = self.cluster.traffic()
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result["net_bytes"] = sum(after["node_tx"]) - sum(before["node_tx"])
+        result["launch_s"] = launch_s
+        return result
 
 
-def median_rows(runs: list[dict]) -> dict:
-    keys = ["wall_s", "comm_s", "net_bytes", "launch_s"]
-    return {k: statistics.median(r[k] for r in runs) for k in keys}
+def describe_trace_machine(trace: Path) -> str:
+    """What the trace itself says about the machine (see the docstring)."""
+    t = tracefmt.read_trace(trace)
+    topo, placement = t.topology_and_placement()
+    bound = sum(1 for b in t.bindings if b and len(b) == 1)
+    hosts = list(dict.fromkeys(t.hosts))
+    machine = f"{topo.n_pes} PEs on {len(topo.hosts())} hosts" if topo is not None else "none"
+    return (f"trace: hosts {', '.join(hosts)}; {bound}/{t.nranks} ranks bound to one CPU; "
+            f"its machine: {machine}; placement: {'known' if placement is not None else 'unknown'}")
 
 
 def benchmark(args) -> list[dict]:
     spec = ClusterSpec(nodes=args.nodes, slots=args.slots, bandwidth=args.bandwidth)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    topo_file = out_dir / "cluster.topo"
+    topo_file.write_text(spec.topology_file_text())
     rows = []
     with EmulatedCluster(spec) as cluster:
+        bench = Bench(cluster, args)
         topo = cluster.topology()
-        print(f"# cluster {cluster.name}: {spec.nodes} nodes x {spec.slots} slots, "
-              f"{spec.bandwidth} links; load {os.getloadavg()}", file=sys.stderr)
-        for label, module, argv in cases(spec.nodes, spec.slots, args.quick):
-            graph = module.graph(module.parser().parse_args(argv))
-            n = graph.n
-            mapping = map_tasks(graph, topo, method=args.method, seed=args.seed)
-            machinefile = out_dir / f"{label.split()[0]}.hydra"
-            write_launch_file(mapping.pe_of_task, topo, str(machinefile), "hydra")
-            pe = {"block": np.arange(n), "round-robin": round_robin(n, spec.nodes, spec.slots),
-                  "rankmap": mapping.pe_of_task}
+        log(f"# cluster {cluster.name}: {spec.nodes} nodes x {spec.slots} slots, {spec.bandwidth} "
+            f"links, {'busy polling' if args.busy_poll else 'heavy yield'}; load {loadavg()}")
+        for label, program_file, argv in cases(spec.nodes, spec.slots, args.quick):
+            name = label.split()[0]
+            program = [sys.executable, str(PROGRAMS / program_file), *argv]
+            trace, hydra = bench.profile_and_map(name, program, topo_file)
+            log(f"  {label}: {describe_trace_machine(trace)}")
+            graph = read_graph(str(trace))
             runs = {o: [] for o in ORDERS}
             for rep in range(args.repeats):
                 for order in ORDERS:
-                    runs[order].append(run_once(cluster, module, argv, order, machinefile, env))
-                    print(f"  {label} {order} #{rep}: comm {runs[order][-1]['comm_s']:.3f} s",
-                          file=sys.stderr)
+                    r = bench.run_once(program, order, hydra)
+                    r["pe"] = pe_of_hosts(r["hosts"], topo, spec.slots)
+                    runs[order].append(r)
+                    log(f"  {label} {order} #{rep}: comm {r['comm_s']:.3f} s wall {r['wall_s']:.3f} s "
+                        f"net {r['net_bytes'] / 1e6:.1f} MB; load {loadavg()}")
             for order in ORDERS:
-                row = {"program": label, "order": order, **median_rows(runs[order]),
-                       "repeats": args.repeats}
+                rs = runs[order]
+                row = {"program": label, "order": order, "repeats": len(rs),
+                       **{k: statistics.median(r[k] for r in rs)
+                          for k in ("wall_s", "comm_s", "net_bytes", "launch_s")},
+                       "comm_runs": [r["comm_s"] for r in rs],
+                       # the order of the last run (the same every run: launch orders and
+                       # mappings are deterministic)
+                       "J": evaluate(graph, topo, rs[-1]["pe"]).J,
+                       "bound_s": network_bound_s(graph, topo, rs[-1]["pe"], spec)}
                 if order == "in-program":
-                    row["J"] = runs[order][0]["J"]
-                    row["reorder_s"] = statistics.median(r["reorder_s"] for r in runs[order])
-                else:
-                    row["J"] = evaluate(graph, topo, pe[order]).J
-                    row["bound_s"] = network_bound_s(graph, topo, pe[order], spec)
+                    row["reorder_s"] = statistics.median(r["reorder_s"] for r in rs)
                 rows.append(row)
+            best = runs["rankmap"][-1]["pe"]
             rows.append({"program": label, "order": "bound",
-                         "comm_s": network_bound_s(graph, topo, mapping.pe_of_task, spec),
-                         "J": evaluate(graph, topo, mapping.pe_of_task).J})
+                         "comm_s": network_bound_s(graph, topo, best, spec),
+                         "J": evaluate(graph, topo, best).J})
     return rows
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def ratio(rows, program, a, b) -> float:
+    get = {r["order"]: r["comm_s"] for r in rows if r["program"] == program}
+    return get[a] / get[b] if get[b] else float("nan")
+
+
+def paired_ratio(rows, program, a, b) -> float:
+    """Median over repeats of a's / b's communication time in the same
+    repeat: the orders of one repeat ran back to back, so this ratio is
+    robust to the machine's load drifting between repeats."""
+    runs = {r["order"]: r["comm_runs"] for r in rows if r["program"] == program and "comm_runs" in r}
+    return statistics.median(x / y for x, y in zip(runs[a], runs[b]))
 
 
 def print_table(rows: list[dict]) -> None:
     print(f"{'program':16} {'order':12} {'wall s':>8} {'comm s':>8} {'net MB':>8} "
-          f"{'J':>12} {'vs rankmap':>10}")
+          f"{'J':>11} {'bound s':>8} {'comm/rankmap':>12}")
     for r in rows:
-        ref = next(x for x in rows if x["program"] == r["program"] and x["order"] == "rankmap")
-        ratio = r["comm_s"] / ref["comm_s"] if ref["comm_s"] else float("nan")
         wall = f"{r['wall_s']:8.3f}" if "wall_s" in r else f"{'':8}"
         net = f"{r['net_bytes'] / 1e6:8.2f}" if "net_bytes" in r else f"{'':8}"
+        bound = f"{r['bound_s']:8.3f}" if "bound_s" in r else f"{'':8}"
         print(f"{r['program']:16} {r['order']:12} {wall} {r['comm_s']:8.3f} {net} "
-              f"{r['J']:12.4g} {ratio:10.2f}")
+              f"{r['J']:11.4g} {bound} {ratio(rows, r['program'], r['order'], 'rankmap'):12.2f}")
+    print("\ngoals (communication time, median of the per-repeat ratios):")
+    for program in dict.fromkeys(r["program"] for r in rows):
+        rr = paired_ratio(rows, program, "round-robin", "rankmap")
+        blk = paired_ratio(rows, program, "rankmap", "block")
+        inp = paired_ratio(rows, program, "in-program", "rankmap")
+        print(f"  {program:16} round-robin/rankmap {rr:5.2f} (>= 2: {'met' if rr >= 2 else 'MISSED'})"
+              f"   rankmap/block {blk:5.3f} (<= 1.02: {'met' if blk <= 1.02 else 'MISSED'})"
+              f"   in-program/rankmap {inp:5.3f} (<= 1.05: {'met' if inp <= 1.05 else 'MISSED'})")
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def plot(rows: list[dict], path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,7 +287,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.bar(np.arange(len(programs)) + k * width, values, width, label=order)
     ax.set_xticks(np.arange(len(programs)) + width * (len(orders) - 1) / 2, programs)
     ax.set_ylabel("communication time, s (median)")
-    ax.set_title("Default orders vs rankmap on an emulated cluster")
+    ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -180,22 +296,29 @@ def plot(rows: list[dict], path: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=4)
-    p.add_argument("--slots", type=int, default=4, help="ranks per node (even)")
+    p.add_argument("--slots", type=int, default=8, help="ranks per node")
     p.add_argument("--bandwidth", default="50mbit", help="node link rate, each direction")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--method", default="auto", help="rankmap mapping method")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="runs of each order, interleaved; medians reported (default 5)")
+    p.add_argument("--method", default="auto", help="rankmap mapping method (map and in-program)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--busy-poll", action="store_true",
+                   help="leave MPICH busy polling (no MPIR_CVAR_ENABLE_HEAVY_YIELD)")
     p.add_argument("--quick", action="store_true", help="1 repeat, shorter runs")
-    p.add_argument("--out", default=str(HERE / "results"), help="directory for JSON, plot, launch files")
+    p.add_argument("--out", default=str(HERE / "results"), help="directory for JSON, plot, traces, launch files")
     args = p.parse_args()
     if args.quick:
         args.repeats = 1
+    load_before = loadavg()
     rows = benchmark(args)
     print_table(rows)
     out = Path(args.out)
     (out / "results.json").write_text(json.dumps(rows, indent=1) + "\n")
-    plot(rows, out / "comm_time.png")
-    print(f"# wrote {out / 'results.json'} and {out / 'comm_time.png'}; load {os.getloadavg()}")
+    title = (f"{args.nodes} nodes x {args.slots} ranks, {args.bandwidth}, "
+             f"{'busy poll' if args.busy_poll else 'heavy yield'}; load {load_before} -> {loadavg()}")
+    plot(rows, out / "comm_time.png", title)
+    print(f"# wrote {out / 'results.json'} and {out / 'comm_time.png'}; load before {load_before}, "
+          f"after {loadavg()}")
 
 
 if __name__ == "__main__":

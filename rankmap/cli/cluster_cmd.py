@@ -7,6 +7,7 @@ real time.  Needs root and the ip, tc, unshare, hostname tools.
   rankmap cluster up --nodes 4 --slots 2 --bandwidth 200mbit    prints NAME
   rankmap cluster run NAME --order round-robin -- python app.py
   rankmap cluster run NAME --machinefile order.hydra -- python app.py
+  rankmap cluster topology NAME > cluster.topo    for rankmap map --topology
   rankmap cluster list
   rankmap cluster down NAME
 """
@@ -48,6 +49,9 @@ def add_arguments(parser) -> None:
     run.add_argument("--show", action="store_true", help="print the mpiexec command, run nothing")
     run.add_argument("program", nargs="+", help="the program and its arguments (after --)")
 
+    topo = sub.add_parser("topology", help="print the cluster's topology file (rankmap map --topology)")
+    topo.add_argument("name", help="cluster name printed by 'up'")
+
     sub.add_parser("list", help="list clusters that are up")
     down = sub.add_parser("down", help="remove clusters")
     down.add_argument("names", nargs="+", help="cluster names")
@@ -77,6 +81,9 @@ def run(args) -> int:
                 raise UserError(f"no emulated cluster {name!r} here (see 'rankmap cluster list')")
         return 0
     cluster = load_cluster(args.name)
+    if args.action == "topology":
+        print(cluster.spec.topology_file_text(), end="")
+        return 0
     cmd = cluster.mpiexec(args.n, order=args.order, ppn=args.ppn,
                           machinefile=args.machinefile) + list(args.program)
     if args.show:

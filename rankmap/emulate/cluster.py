@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..topology import Topology
+from ..topology.hierarchy import format_hierarchy
 from ..topology.tree import TreeNode
 
 STATE_ROOT = Path(os.environ.get("RANKMAP_CLUSTER_DIR", "/run/rankmap-clusters"))
@@ -95,16 +96,33 @@ class ClusterSpec:
     def hosts(self) -> list[str]:
         return [f"{HOST_PREFIX}{i}" for i in range(self.nodes)]
 
-    def topology(self, distances=None) -> Topology:
-        """The rankmap topology of the cluster's slots, innermost level first:
-        ``slots:nodes`` with distances (1, 100), or ``slots:nodes_per_rack:racks``
-        with (1, 100, 1000); node subtrees carry the nodes' host names."""
-        per_rack = self.nodes // self.racks
+    def hierarchy(self, distances=None) -> tuple[list[int], list[float]]:
+        """``(arities, distances)``, innermost level first: ``[slots, nodes]``
+        with (1, 100), or ``[slots, nodes_per_rack, racks]`` with (1, 100, 1000)."""
         levels = 3 if self.racks > 1 else 2
         d = [float(x) for x in (distances or [1, 100, 1000][:levels])]
         if len(d) != levels:
             raise ValueError(f"{levels} distances needed (node, network"
                              f"{', racks' if levels == 3 else ''}), got {len(d)}")
+        arities = [self.slots, self.nodes // self.racks] + ([self.racks] if levels == 3 else [])
+        return arities, d
+
+    def topology_file_text(self, distances=None) -> str:
+        """The cluster as a rankmap topology file (``rankmap map --topology``):
+        one ``hierarchy SLOTS:NODES distances 1:100`` line, whose hosts are
+        node0, node1... like the emulated nodes.  One switch only: such files
+        name the groups under the root as hosts, so racks cannot be written."""
+        if self.racks > 1:
+            raise ValueError("a cluster with racks has no one-line topology file (hierarchy files "
+                             "name the root's children as hosts); use ClusterSpec.topology()")
+        return "hierarchy {} distances {}\n".format(*format_hierarchy(*self.hierarchy(distances)))
+
+    def topology(self, distances=None) -> Topology:
+        """The rankmap topology of the cluster's slots, innermost level first:
+        ``slots:nodes`` with distances (1, 100), or ``slots:nodes_per_rack:racks``
+        with (1, 100, 1000); node subtrees carry the nodes' host names."""
+        per_rack = self.nodes // self.racks
+        _, d = self.hierarchy(distances)
 
         def node(i: int) -> TreeNode:
             return TreeNode("node", d[0], [TreeNode("pe") for _ in range(self.slots)],

@@ -1,8 +1,7 @@
 """What the cluster benchmark programs share: the process grid, the program's
-own communication graph, the in-program reorder, and the timing report.
+own traffic (for the in-program reorder), and the timing report.
 
-Ranks are numbered row-major over the process grid (rank = task), so the
-graph of a program is known before it runs; the benchmark maps that graph.
+Ranks are numbered row-major over the process grid (rank = task).
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ import time
 from contextlib import contextmanager
 
 import numpy as np
-
-from rankmap import CommGraph
 
 
 def parse_grid(text: str) -> tuple[int, ...]:
@@ -40,17 +37,12 @@ def neighbours(dims: tuple[int, ...], rank: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def face_graph(dims: tuple[int, ...], face_bytes, iterations: int, name: str) -> CommGraph:
-    """Bytes each task sends each face neighbour over the run;
+def face_row(dims: tuple[int, ...], rank: int, face_bytes, iterations: int):
+    """This rank's traffic over the run, ``(neighbour ranks, bytes)``:
     ``face_bytes[axis]`` is one message across a face normal to ``axis``."""
-    src, dst, nbytes = [], [], []
-    for r in range(int(np.prod(dims))):
-        for axis, _, peer in neighbours(dims, r):
-            src.append(r)
-            dst.append(peer)
-            nbytes.append(float(face_bytes[axis]) * iterations)
-    return CommGraph.from_edges(np.array(src), np.array(dst), np.array(nbytes),
-                                n=int(np.prod(dims)), name=name)
+    faces = neighbours(dims, rank)
+    return ([peer for _, _, peer in faces],
+            [float(face_bytes[axis]) * iterations for axis, _, _ in faces])
 
 
 def exchange(comm, faces, send, recv, timer: "Timer") -> None:
@@ -66,34 +58,6 @@ def exchange(comm, faces, send, recv, timer: "Timer") -> None:
         MPI.Request.Waitall(reqs)
 
 
-def reorder_in_program(comm, graph: CommGraph, method: str):
-    """The in-program path: map ``graph`` onto the slots this job got (hosts
-    from MPI_Get_processor_name, distances 1 within a host and 100 between
-    hosts) and return ``(communicator, J)``: rank t of the communicator runs
-    where task t should.  Rank 0 maps; everyone splits."""
-    from mpi4py import MPI
-
-    from rankmap import map_tasks, mapping_cost
-    from rankmap.topology import Topology
-    from rankmap.topology.tree import TreeNode
-
-    hosts = comm.allgather(MPI.Get_processor_name())
-    task_of_process, cost = None, None
-    if comm.rank == 0:
-        names = list(dict.fromkeys(hosts))
-        slots = [[r for r in range(comm.size) if hosts[r] == h] for h in names]
-        topo = Topology(TreeNode("network", 100.0, [
-            TreeNode("node", 1.0, [TreeNode("pe") for _ in s], name=h) for h, s in zip(names, slots)]))
-        pe_of_task = map_tasks(graph, topo, method=method).pe_of_task
-        cost = mapping_cost(graph, topo, pe_of_task)
-        process_of_pe = np.asarray([r for s in slots for r in s])  # PEs: host by host
-        task_of_process = np.empty(comm.size, dtype=np.int64)
-        task_of_process[process_of_pe[pe_of_task]] = np.arange(comm.size)
-        task_of_process = task_of_process.tolist()
-    key = comm.scatter(task_of_process, root=0)
-    return comm.Split(0, key), comm.bcast(cost, root=0)
-
-
 def add_reorder_arguments(p):
     """The options of the in-program path, the same in every program."""
     p.add_argument("--reorder", action="store_true",
@@ -102,16 +66,21 @@ def add_reorder_arguments(p):
     return p
 
 
-def start(comm, args, dims, graph_of):
+def start(comm, args, dims, row_of):
     """Check the job size against the grid; with ``args.reorder`` take the
-    in-program path.  Returns ``(communicator, J or None, seconds spent)``."""
+    in-program path: ``rankmap.reorder_comm`` with this rank's traffic
+    ``row_of(args, dims, rank)`` on the slots it discovers (host names and
+    bindings of the running job).  Returns ``(communicator, seconds spent)``."""
     if comm.size != int(np.prod(dims)):
         raise SystemExit(f"--grid {args.grid} needs {int(np.prod(dims))} ranks, got {comm.size}")
     t = time.perf_counter()
-    cost = None
     if args.reorder:
-        comm, cost = reorder_in_program(comm, graph_of(args), args.method)
-    return comm, cost, time.perf_counter() - t
+        import rankmap
+
+        comm = rankmap.reorder_comm(comm, traffic=row_of(args, dims, comm.rank), method=args.method)
+        if comm.reorder.fallback:
+            raise SystemExit(f"reorder_comm kept the launch order: {comm.reorder.reason}")
+    return comm, time.perf_counter() - t
 
 
 class Timer:
@@ -130,10 +99,14 @@ class Timer:
             self.comm_s += time.perf_counter() - t
 
     def report(self, comm, **extra) -> None:
-        """Rank 0 prints one JSON line: max wall and max/mean communication time."""
+        """Rank 0 prints one JSON line: max wall and max/mean communication
+        time, and the host of each rank (where each task really ran)."""
+        from mpi4py import MPI
+
         wall = time.perf_counter() - self.start
-        walls = comm.gather(wall)
-        comms = comm.gather(self.comm_s)
+        rows = comm.gather((wall, self.comm_s, MPI.Get_processor_name()))
         if comm.rank == 0:
+            walls, comms, hosts = zip(*rows)
             print(json.dumps({"wall_s": max(walls), "comm_s": max(comms),
-                              "comm_mean_s": float(np.mean(comms)), **extra}), flush=True)
+                              "comm_mean_s": float(np.mean(comms)), "hosts": list(hosts),
+                              **extra}), flush=True)
