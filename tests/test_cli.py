@@ -117,3 +117,37 @@ def test_console_script_demo(tmp_path):
     assert ratio < 1.0
     for name in ["mapping.txt", "MPICH_RANK_ORDER", "machinefile", "rankfile", "slurm.hostfile"]:
         assert (tmp_path / name).stat().st_size > 0
+
+
+def test_trace_on_a_given_machine_compares_with_where_ranks_ran(capsys, tmp_path):
+    """A 16-rank trace recorded on host 'vm', mapped onto a given cluster
+    that contains 'vm': "before" is the recorded host placement."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    trace = root / "profiling/traces/halo2d-16.rmtrace.npz"
+    xml = root / "tests/data/topologies/16em64t-4s2c2t.v2-hwloc2.14.xml"
+    cluster = tmp_path / "machine.txt"
+    cluster.write_text(f"cluster\nxml {xml}\nnodes vm,other\nnetwork 2 distances 100\n")
+    out = run_json(capsys, ["map", str(trace), "--topology", str(cluster), "--method", "greedy",
+                            "--json"])
+    assert out["before"] == "recorded" and out["n_tasks"] == 16
+    # identity would put 16 ranks on the first host as well: same J here
+    assert out["J_before"] == out["J_identity"]
+    # a smaller node listed first: identity would spread the ranks over both
+    # hosts, but they all ran on 'vm'
+    small = root / "tests/data/topologies/8em64t-2mi2ma2c.xml"
+    cluster.write_text(f"cluster\nxml {xml}\nnodes other xml={small}\nnodes vm\n"
+                       "network 2 distances 100\n")
+    out = run_json(capsys, ["map", str(trace), "--topology", str(cluster), "--method", "greedy",
+                            "--json"])
+    assert out["before"] == "recorded" and out["J_before"] < out["J_identity"]
+
+
+def test_hosts_placement_fills_each_host_in_rank_order():
+    from rankmap.cli.common import _hosts_placement
+
+    topo = topology_from_strings("2:2", "1:10")  # hosts node0 (PEs 0,1), node1 (PEs 2,3)
+    assert _hosts_placement(["node1", "node0", "node1", "node0"], topo).tolist() == [2, 0, 3, 1]
+    assert _hosts_placement(["node0", "node0", "node0"], topo) is None
+    assert _hosts_placement(["elsewhere"], topo) is None

@@ -61,29 +61,51 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
         raise UserError("give one machine: --hierarchy, --topology, --mesh or --torus")
     if getattr(args, "cores", None) is not None and not (mesh or torus):
         raise UserError("--cores needs --mesh or --torus")
-    if mesh or torus:
-        return mesh_topology_from_spec(mesh or torus, torus=bool(torus), cores=args.cores or 1), None
-    if args.hierarchy:
-        return topology_from_strings(args.hierarchy, args.distances), None
-    if args.distances:
+    if args.distances and not args.hierarchy:
         raise UserError("--distances needs --hierarchy")
-    if args.topology:
-        return load_topology(args.topology), None
-    if graph_source is not None:
-        topo, recorded = _trace_machine(graph_source)
+    topo = None
+    if mesh or torus:
+        topo = mesh_topology_from_spec(mesh or torus, torus=bool(torus), cores=args.cores or 1)
+    elif args.hierarchy:
+        topo = topology_from_strings(args.hierarchy, args.distances)
+    elif args.topology:
+        topo = load_topology(args.topology)
+    trace = _trace(graph_source)
+    if topo is not None:
+        return topo, None if trace is None else _hosts_placement(trace.hosts, topo)
+    if trace is not None:
+        topo, recorded = trace.topology_and_placement()
         if topo is not None:
             return topo, recorded
     raise UserError("no machine given: use --hierarchy S [--distances D] or --topology FILE "
                     "(a trace gives its own machine only when it recorded each host's topology)")
 
 
-def _trace_machine(path: str):
-    """The machine a recorded trace ran on and where its ranks were."""
+def _trace(path: str | None):
+    """The recorded trace being mapped, or None for other inputs."""
     from .. import trace
 
-    if not trace.is_trace(path):
-        return None, None
-    return trace.read_trace(path).topology_and_placement()
+    if path is None or not trace.is_trace(path):
+        return None
+    return trace.read_trace(path)
+
+
+def _hosts_placement(rank_hosts, topology) -> np.ndarray | None:
+    """Where a trace's ranks ran on a machine given by the user: each rank
+    on the next PE of its recorded host, in rank order.  None when the hosts
+    do not match the machine's (e.g. a hierarchy with generated names)."""
+    pes_of_host: dict[str, list[int]] = {}
+    for pe, host in enumerate(topology.pe_host):
+        pes_of_host.setdefault(host, []).append(pe)
+    used: dict[str, int] = {}
+    out = np.empty(len(rank_hosts), dtype=np.int64)
+    for r, host in enumerate(rank_hosts):
+        i = used.get(host, 0)
+        if host not in pes_of_host or i >= len(pes_of_host[host]):
+            return None
+        out[r] = pes_of_host[host][i]
+        used[host] = i + 1
+    return out
 
 
 def human_bytes(x: float) -> str:
