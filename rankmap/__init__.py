@@ -2,30 +2,38 @@
 
 Library API (no MPI needed): ``CommGraph`` (who sends what), ``Topology``
 (the machine tree), ``map_tasks`` (compute task -> PE), ``evaluate`` /
-``mapping_cost`` (the one cost model).
+``mapping_cost`` (the one cost model).  Inside MPI programs:
+``reorder_comm`` and friends.
+
+Names are imported on first use: ``python -m rankmap.profile`` and
+``import rankmap.trace`` then start without loading scipy, the mapping
+methods or mpi4py's reordering layer.
 """
 
-from .algorithms import map_tasks, method_names
-from .cost import evaluate, mapping_cost
-from .graph import CommGraph
-from .mapping import Mapping, MappingError, validate_mapping
-from .topology import Topology, hierarchy_topology, topology_from_strings
+import importlib
 
 __version__ = "0.1.0"
 
-_LAZY = {"reorder_comm", "reorder_cart", "reorder_dist_graph"}
+_LAZY = {
+    "map_tasks": "algorithms", "method_names": "algorithms",
+    "evaluate": "cost", "mapping_cost": "cost",
+    "CommGraph": "graph",
+    "Mapping": "mapping", "MappingError": "mapping", "validate_mapping": "mapping",
+    "Topology": "topology", "hierarchy_topology": "topology", "topology_from_strings": "topology",
+    "reorder_comm": "reorder", "reorder_cart": "reorder", "reorder_dist_graph": "reorder",
+}
 
 
 def __getattr__(name):
-    """``rankmap.reorder_comm`` and friends import mpi4py only when used."""
     if name in _LAZY:
-        from . import reorder
-
-        return getattr(reorder, name)
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'rankmap' has no attribute {name!r}")
 
 
-__all__ = ["CommGraph", "Topology", "Mapping", "MappingError", "map_tasks", "method_names",
-           "evaluate", "mapping_cost", "validate_mapping", "hierarchy_topology",
-           "topology_from_strings", "reorder_comm", "reorder_cart", "reorder_dist_graph",
-           "__version__"]
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = [*_LAZY, "__version__"]
