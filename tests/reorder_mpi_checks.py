@@ -205,6 +205,28 @@ def check_discovery() -> None:
     ok("discovery")
 
 
+def check_binding() -> None:
+    """Discovery on this host as launched: rank 0 prints whether the ranks
+    were placed by core (no warning) and on which slots."""
+    from rankmap.reorder.placement import locate
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        new = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK))
+    assert not new.reorder.fallback and new.reorder.topology == "discovered", new.reorder
+    assert new.reorder.J_after <= new.reorder.J_before
+    pe_of_task_from(new)
+    new.Free()
+    warned = any("node granularity" in str(w.message) for w in caught)
+    same_on_all(warned)
+    place = locate(WORLD)
+    if RANK == 0:
+        slots = place.pe_of_rank.tolist()
+        print(f"CHECK binding warned={warned} slots={slots} "
+              f"distance01={place.topology.distance(place.pe_of_rank[:1], place.pe_of_rank[1:2])[0]}",
+              flush=True)
+
+
 def main() -> None:
     topo = pretend_machine(SIZE)
     graph = full_graph(SIZE)
@@ -218,6 +240,8 @@ def main() -> None:
             check_variants(topo)
         elif name == "discovery":
             check_discovery()
+        elif name == "binding":
+            check_binding()
     if RANK == 0:
         print("ALL DONE", flush=True)
 

@@ -445,7 +445,9 @@ class SwapRounds:
             h = self.half_gains(lr, cand_part, plab, nb, contrib)
             pos = h > 0
             lr, cand_part, h = lr[pos], cand_part[pos], h[pos]
-            tb = _hash_pairs(rows.tasks[lr], cand_part, self.seed)
+            # equal half gains are common (every PE of a far group looks the
+            # same to u): which of them get the proposals changes every round
+            tb = _hash_pairs(rows.tasks[lr], cand_part, self.seed + 0x9E37 * self.turn)
             o = np.lexsort((cand_part, -tb, -h, lr))
             rank_in_row = np.arange(len(o)) - np.searchsorted(lr[o], lr[o])
             sel = o[rank_in_row < self.proposals]

@@ -1,0 +1,66 @@
+"""The centralised path's mapping step on the root (no MPI ranks needed):
+which method and refinement run, with what budget."""
+
+import numpy as np
+import pytest
+
+import rankmap
+import rankmap.algorithms.auto as auto_module
+from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT, _map_on_root
+
+
+def ring_rows(p: int):
+    """Rows of a ring over a scrambled order: the launch order is bad."""
+    order = np.random.default_rng(7).permutation(p)
+    rows = []
+    for r in range(p):
+        i = int(np.flatnonzero(order == r)[0])
+        rows.append((np.array([order[(i - 1) % p], order[(i + 1) % p]]), np.full(2, 1000.0)))
+    return rows
+
+
+def settings(method, refine, **options):
+    return dict(method=method, refine=refine, seed=0, options=options)
+
+
+@pytest.fixture
+def planned(monkeypatch):
+    """The time_limit auto plans for, recorded on each call."""
+    seen = []
+    real = auto_module.plan
+
+    def spy(graph, topology, time_limit, seed=0):
+        seen.append(time_limit)
+        return real(graph, topology, time_limit, seed)
+
+    monkeypatch.setattr(auto_module, "plan", spy)
+    return seen
+
+
+TOPO = rankmap.topology_from_strings("2:2:4", "1:10:100")
+
+
+@pytest.mark.parametrize("method, refine, name", [
+    ("auto", "auto", "auto"),            # auto ends with swap refinement: not run twice
+    ("greedy", "auto", "greedy+swap"),
+    ("greedy", "swap", "greedy+swap"),
+    ("identity", "rounds", "identity+rounds"),
+    ("greedy", "none", "greedy"),
+])
+def test_method_and_refinement(method, refine, name, planned):
+    task_of_pe, info = _map_on_root(ring_rows(16), TOPO, np.arange(16), settings(method, refine))
+    assert sorted(task_of_pe.tolist()) == list(range(16))
+    assert info["J_after"] < info["J_before"]
+    assert info["method"] == name
+    if method == "auto":
+        assert planned == [IN_PROGRAM_TIME_LIMIT]
+
+
+def test_a_given_time_limit_wins(planned):
+    _map_on_root(ring_rows(16), TOPO, np.arange(16), settings("auto", "auto", time_limit=3.0))
+    assert planned == [3.0]
+
+
+def test_unknown_refinement_is_refused():
+    with pytest.raises(ValueError, match="refine must be"):
+        _map_on_root(ring_rows(16), TOPO, np.arange(16), settings("greedy", "sideways"))
