@@ -4,10 +4,13 @@ The plan is a list of (start method, options) runs, each followed by swap
 refinement, in order of value: multisection fast with KaHIP, the given
 order (identity: when the tasks are blocks numbered by a recursive
 bisection, as in model creation, it is often the best start), multisection
-fast with Mt-KaHyPar (1 thread), GreedyAllC, TreeMatch when it is registered,
+with Mt-KaHyPar's own mapping (``map_onto_graph``, Steiner-tree objective)
+on the subtrees of at most 64 PEs, multisection fast with Mt-KaHyPar (1
+thread), GreedyAllC, TreeMatch when it is registered,
 multisection eco and strong with both backends, then strong with further
 seeds.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
-on some many-to-one instances, KaHIP's on others), hence both.  Runs join the plan while their *estimated* cost (a
+on some many-to-one instances, KaHIP's on others), hence both.  What time
+is left goes to an iterated local search on the best mapping (one-to-one).  Runs join the plan while their *estimated* cost (a
 work model in tasks, edges and tree nodes, calibrated on a 2-core machine)
 fits ``time_limit``; the first run always happens.  Because the plan depends
 only on the instance, the seed and the budget, never on the clock, auto is
@@ -63,15 +66,19 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     refine = _refine_cost(graph)
 
-    def ms(backend, preset, run_seed):
+    def ms(backend, preset, run_seed, steiner=False):
         cost = _multisection_cost(graph, topology, preset) * (1.5 if backend == "mtkahypar" else 1.0)
         opts = {"preset": preset, "backend": backend, "seed": run_seed}
         if backend == "mtkahypar":
             opts["threads"] = 1  # one thread: deterministic per seed
+        if steiner:  # Mt-KaHyPar's own mapping objective below 64 PEs: slower
+            opts["steiner"] = True
+            cost *= 3
         return ("multisection", opts, cost)
 
     greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
-    runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
+    runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "eco", seed, True),
+            ms("mtkahypar", "fast", seed),
             ("greedy_allc", {"seed": seed}, greedy_cost), ("treematch", {"seed": seed}, greedy_cost),
             ms("kahip", "eco", seed), ms("mtkahypar", "eco", seed),
             ms("kahip", "strong", seed), ms("mtkahypar", "strong", seed)]
