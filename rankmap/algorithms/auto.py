@@ -15,7 +15,9 @@ work model in tasks, edges and tree nodes, calibrated on a 2-core machine)
 fits ``time_limit``; the first run always happens.  Because the plan depends
 only on the instance, the seed and the budget, never on the clock, auto is
 deterministic for a given seed and budget; the budget is a target, not a
-hard deadline.  The given order is always a candidate (unrefined when the
+hard deadline; auto also stops early, still deterministically, once the
+later starts or the kicks stop lowering J (a count, not the clock).  The
+given order is always a candidate (unrefined when the
 budget leaves no room), so auto never returns a higher J than it.  On a
 mesh or torus the tree methods do not apply and auto is ``mesh_auto``.
 """
@@ -41,6 +43,8 @@ _REFINE_PASSES = 4    # typical passes until no gain from a good start
 _PER_GREEDY_TASK = 5e-5
 KICK_TASKS = 8        # iterated local search: tasks whose PEs one kick shuffles
 PATIENCE = 64         # ... and kicks without a gain before it stops
+DIVERSE_STARTS = 6    # the cheap, different starts always run (when planned) ...
+START_PATIENCE = 2    # ... later ones stop after this many without a gain
 
 
 def _refine_depth(n: int):
@@ -107,7 +111,10 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
         best_pe, best_j = None, np.inf
     depth = _refine_depth(graph.n)
     starts, spent = plan(graph, topology, time_limit, seed)
-    for name, opts in starts:
+    idle = 0
+    for i, (name, opts) in enumerate(starts):
+        if i >= DIVERSE_STARTS and idle >= START_PATIENCE:
+            break  # converged: the stronger presets keep finding the same J
         run_seed = opts.pop("seed")
         try:
             pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, eps=eps, **opts))
@@ -115,6 +122,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
             continue  # e.g. a greedy method that cannot place weighted tasks
         pe = swap_refine(graph, topology, pe, depth=depth, seed=run_seed, eps=eps)
         j = mapping_cost(graph, topology, pe)
+        idle = 0 if j < best_j * (1 - 1e-9) else idle + 1
         if j < best_j:
             best_pe, best_j = pe, j
     if best_pe is None:
