@@ -3,7 +3,7 @@
 import numpy as np
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.auto import plan
+from rankmap.algorithms.auto import iterated_search, kick, plan
 from rankmap.cost import mapping_cost
 from rankmap.topology.hierarchy import hierarchy_topology
 from tests.quality_instances import grid_graph, planted_hierarchy
@@ -23,7 +23,7 @@ def test_auto_is_deterministic_and_at_least_as_good_as_its_first_run():
 def test_budget_grows_the_plan_and_the_first_run_always_happens():
     g = grid_graph(12, 12)
     topo = hierarchy_topology([4, 4, 9], [1, 10, 100])
-    tiny, big = plan(g, topo, 0.0), plan(g, topo, 1000.0)
+    (tiny, _), (big, _) = plan(g, topo, 0.0), plan(g, topo, 1000.0)
     assert len(tiny) == 1 and tiny[0][0] == "multisection"
     assert len(big) > len(tiny) and any(o.get("preset") == "strong" for _, o in big)
 
@@ -36,3 +36,16 @@ def test_auto_finds_planted_optimum_and_maps_many_to_one():
     small = hierarchy_topology([4, 4], [1, 10])
     many = map_tasks(g, small, method="auto", eps=0.03, time_limit=0.5)
     assert np.bincount(many.pe_of_task, minlength=16).max() <= 4
+
+
+def test_kicks_keep_a_permutation_and_iterated_search_only_improves():
+    g = grid_graph(8, 8)
+    topo = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    start = np.random.default_rng(0).permutation(g.n)
+    kicked = kick(g, start, np.random.default_rng(1), size=8)
+    assert sorted(kicked.tolist()) == list(range(g.n)) and 2 <= np.count_nonzero(kicked != start) <= 8
+    j0 = mapping_cost(g, topo, start)
+    pe, j = iterated_search(g, topo, start, j0, rounds=20, depth=2, seed=0)
+    assert j == mapping_cost(g, topo, pe) and j < 0.8 * j0
+    again = iterated_search(g, topo, start, j0, rounds=20, depth=2, seed=0)[0]
+    assert np.array_equal(pe, again)

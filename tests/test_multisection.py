@@ -83,3 +83,16 @@ def test_many_to_one_with_tight_l_max():
     topo = hierarchy_topology([4, 8, 4], [1, 10, 100])
     m = map_tasks(g, topo, method="multisection", eps=0.03, preset="fast")
     assert np.bincount(m.pe_of_task, minlength=128).max() <= 23
+
+
+def test_steiner_maps_subtrees_with_mtkahypar_one_to_one_and_balanced():
+    g = grid_graph(12, 12)
+    topo = hierarchy_topology([4, 4, 9], [1, 10, 100])  # 144 PEs: hosts of 16 mapped by Mt-KaHyPar
+    m = map_tasks(g, topo, method="multisection", backend="mtkahypar", preset="fast", steiner="true", seed=1)
+    assert sorted(m.pe_of_task.tolist()) == list(range(144))
+    assert mapping_cost(g, topo, m.pe_of_task) < 0.5 * mapping_cost(g, topo, map_tasks(g, topo, method="random").pe_of_task)
+    w = np.random.default_rng(2).integers(1, 4, size=g.n).astype(float)
+    heavy = CommGraph(g.bytes, vertex_weights=w)
+    small = hierarchy_topology([4, 4], [1, 10])
+    many = map_tasks(heavy, small, method="multisection", backend="mtkahypar", steiner=True, eps=0.03)
+    assert balance_report(many.pe_of_task, w, 16, 0.03)["balanced"]

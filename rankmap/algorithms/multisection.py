@@ -31,7 +31,7 @@ from ..graph import CommGraph
 from ..mapping import DEFAULT_EPS, balance_report
 from ..topology import Topology
 from . import register
-from .partition import partition_graph, repair_balance
+from .partition import mtkahypar_map, partition_graph, repair_balance
 
 
 def _height(topology: Topology) -> np.ndarray:
@@ -62,7 +62,7 @@ def _task_counts(n_tasks: int, pes: np.ndarray) -> np.ndarray:
 
 def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      eps: float | None = None, backend: str = "kahip", preset: str = "eco",
-                     threads: int = 1) -> np.ndarray:
+                     threads: int = 1, steiner: bool = False) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
     ``topology`` (see the module docstring)."""
     n, k = graph.n, topology.n_pes
@@ -91,6 +91,17 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
         pes = topology.leaf_stop[children] - topology.leaf_start[children]
         adj = sym[tasks][:, tasks]
         ws = w[tasks]
+        lo, hi = topology.leaf_range(node)
+        if steiner and height[node] > 1 and hi - lo <= 64:
+            # Mt-KaHyPar maps the rest of this subtree in one call
+            c_sub = float(ws.sum())
+            sub_eps = eps if one_to_one else max(l_max * (hi - lo) / max(c_sub, 1e-300) - 1.0, 0.0)
+            caps = np.ones(hi - lo) if one_to_one else np.full(hi - lo, float(l_max))
+            part = mtkahypar_map(adj, ws, lambda p, q: topology.distance(p + lo, q + lo), caps,
+                                 0.0 if one_to_one else sub_eps, preset=preset, seed=sub_seed, threads=threads)
+            sub_seed += 1
+            pe_of_task[tasks] = lo + repair_balance(adj, ws, part, caps)
+            continue
         if one_to_one:
             counts = _task_counts(tasks.size, pes)
             targets, sub_eps, capacity = counts, 0.0, counts.astype(np.float64)
@@ -122,8 +133,10 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
 
 
 @register("multisection", "top-down hierarchical multisection with KaHIP or Mt-KaHyPar "
-                          "(options: backend=kahip|mtkahypar, preset=fast|eco|strong, threads)")
-def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1, **_):
+                          "(options: backend=kahip|mtkahypar, preset=fast|eco|strong, threads, "
+                          "steiner=true: Mt-KaHyPar's own mapping on subtrees of <= 64 PEs)")
+def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
+                 steiner=False, **_):
     return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
-                            preset=str(preset), threads=int(threads))
+                            preset=str(preset), threads=int(threads), steiner=str(steiner).strip().lower() in ("1", "true", "yes", "on"))
 

@@ -133,6 +133,43 @@ def _mtkahypar(adj, weights, targets, eps, preset, seed, threads):
     return np.asarray(graph.partition(ctx).get_partition(), dtype=np.int64)
 
 
+def mtkahypar_map(adj: sp.csr_array, weights: np.ndarray, distance, capacity: np.ndarray, eps: float, *,
+                  preset: str = "eco", seed: int = 0, threads: int = 1) -> np.ndarray:
+    """Mt-KaHyPar's own process mapping (``map_onto_graph``, Steiner-tree
+    objective): the PE (0..len(capacity)-1) of every vertex of ``adj``,
+    where ``distance(p, q)`` is the vectorised distance of the target PEs
+    (at most 64, Mt-KaHyPar's limit) and ``capacity`` their loads.  The
+    target graph is the complete graph weighted by D: on a tree machine D is
+    an ultrametric, so its shortest paths are D itself.  May miss the
+    capacities: see ``repair_balance``."""
+    import mtkahypar
+
+    _check("mtkahypar", preset)
+    k, n = capacity.size, adj.shape[0]
+    if k == 1 or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    if k > 64:
+        raise ValueError(f"Mt-KaHyPar maps onto at most 64 PEs, got {k}")
+    mtk = mtkahypar_initializer(threads)
+    kind = {"fast": mtkahypar.PresetType.DEFAULT, "eco": mtkahypar.PresetType.QUALITY,
+            "strong": mtkahypar.PresetType.HIGHEST_QUALITY}[preset]
+    ctx = mtk.context_from_preset(kind)
+    ctx.logging = False
+    ctx.set_mapping_parameters(k, float(max(eps, 0.0)))
+    vw = integer_weights(weights)
+    scale = float(vw.sum()) / max(float(np.sum(weights)), 1e-300)
+    ctx.set_individual_target_block_weights(np.maximum(np.floor(capacity * scale + 1e-9), 1).astype(int).tolist())
+    mtkahypar.set_seed(int(seed))
+    u, v = np.triu_indices(k, 1)
+    d = np.asarray(distance(u, v), dtype=np.float64)
+    target = mtk.create_target_graph(ctx, k, u.size, list(zip(u.tolist(), v.tolist())),
+                                     integer_weights(np.where(d > 0, d, 1.0)).tolist())
+    upper = sp.triu(adj, k=1).tocoo()
+    graph = mtk.create_graph(ctx, n, upper.nnz, list(zip(upper.row.tolist(), upper.col.tolist())),
+                             vw.tolist(), integer_weights(upper.data).tolist())
+    return np.asarray(graph.map_onto_graph(target, ctx).get_partition(), dtype=np.int64)
+
+
 def repair_balance(adj: sp.csr_array, weights: np.ndarray, block: np.ndarray,
                    capacity: np.ndarray) -> np.ndarray:
     """Move vertices out of blocks heavier than ``capacity`` into blocks with

@@ -38,7 +38,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..graph import CommGraph
+from ..cost import mapping_cost
 from ..mapping import DEFAULT_EPS, balance_report
+from ..topology import Topology
 from . import register
 
 BATCH = 32768
@@ -227,6 +229,11 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
         raise ValueError(f"refinement depth must be >= 1, got {depth}")
     tol = 1e-12 * max(s.j, 1.0)
     cache: list = []
+    if isinstance(topology, Topology) and n > 1:
+        _compiled_search(s, topology, depth, int(ball_cap), rng, cache, tol, start, time_limit, max_passes, stats)
+        stats.j_end = float(mapping_cost(graph, topology, s.pos))
+        stats.seconds = time.perf_counter() - start
+        return s.pos, stats
     out_of_time = False
     while not out_of_time and (max_passes is None or stats.passes < max_passes) and n > 1:
         stats.passes += 1
@@ -252,6 +259,34 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     stats.j_end = s.j
     stats.seconds = time.perf_counter() - start
     return s.pos, stats
+
+
+def _compiled_search(s: _SwapState, topology, depth, cap, rng, cache, tol, start, time_limit, max_passes,
+                     stats: RefineStats):
+    """Tree machines: sequential first-improvement passes in compiled code
+    (refine_kernel), the time limit checked between chunks of pairs."""
+    from .refine_kernel import swap_pass, tree_oracle
+
+    paths, dist_ext = tree_oracle(topology)
+    many = bool(s.many)
+    vw = np.asarray(s.vw, dtype=np.float64)
+    load = s.load if many else np.zeros(1)
+    l_max = float(s.l_max) if many else 0.0
+    w = np.asarray(s.w, dtype=np.float64)
+    indptr, indices = s.indptr.astype(np.int64), s.indices.astype(np.int64)
+    while max_passes is None or stats.passes < max_passes:
+        stats.passes += 1
+        gained = 0
+        for U, V in _pass_pairs(s.adj, depth, cap, rng, cache):
+            ev, applied, _ = swap_pass(indptr, indices, w, s.pos, paths, dist_ext, U, V, many, vw, load,
+                                       l_max, tol)
+            stats.evaluated += ev
+            stats.swaps += applied
+            gained += applied
+            if time_limit is not None and time.perf_counter() - start > time_limit:
+                return
+        if gained == 0:
+            return
 
 
 def _pass_pairs(adj, depth, cap, rng, cache: list):

@@ -1,0 +1,101 @@
+"""Compiled inner loop of swap refinement on tree machines (numba).
+
+The Schulz-Traff search is sequential by nature: a swap is taken the moment
+it gains, and the next pair is judged on the changed mapping.  The vectorised
+numpy search in ``refine.py`` has to batch pairs and defer the ones whose
+neighbourhoods collide, which on small dense graphs costs many re-evaluations
+(about 2e4 pairs/s on a 128-task model); this loop evaluates each pair once,
+exactly, in O(deg(u) + deg(v)) oracle calls, some 100x faster (see
+benchmarks/quality_scale.py, pairs/s).
+
+The distance oracle is the tree's own: ``paths[d, p]`` is the ancestor of PE
+p at depth d (padded with ids unique to p below a short leaf), so D(p, q) is
+``dist_ext`` of the deepest common entry, O(depth), no k x k matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def _dist(paths, dist_ext, p, q):
+    if p == q:
+        return 0.0
+    for d in range(paths.shape[0] - 1, -1, -1):
+        a = paths[d, p]
+        if a == paths[d, q]:
+            return dist_ext[a]
+    return 0.0  # unreachable: the root is common to every PE
+
+
+@njit(cache=True, nogil=True)
+def _move_delta(indptr, indices, w, pos, paths, dist_ext, u, p_from, p_to, partner):
+    """J change of moving u from p_from to p_to with ``partner`` left out,
+    and the weight of the edge u -- partner."""
+    s = 0.0
+    w_partner = 0.0
+    for e in range(indptr[u], indptr[u + 1]):
+        x = indices[e]
+        if x == partner:
+            w_partner += w[e]
+            continue
+        px = pos[x]
+        s += w[e] * (_dist(paths, dist_ext, p_to, px) - _dist(paths, dist_ext, p_from, px))
+    return s, w_partner
+
+
+@njit(cache=True, nogil=True)
+def swap_pass(indptr, indices, w, pos, paths, dist_ext, U, V, many, vw, load, l_max, tol):
+    """One sweep over the pairs (U[i], V[i]) in order: each improving swap
+    (or, when ``many``, single move within ``l_max``) is applied at once.
+    Updates ``pos`` and ``load`` in place; returns (pairs evaluated,
+    actions applied, total J change)."""
+    evaluated = 0
+    applied = 0
+    change = 0.0
+    for i in range(U.size):
+        u = U[i]
+        v = V[i]
+        pu = pos[u]
+        pv = pos[v]
+        if pu == pv:
+            continue
+        evaluated += 1
+        gu, w_uv = _move_delta(indptr, indices, w, pos, paths, dist_ext, u, pu, pv, v)
+        gv, _ = _move_delta(indptr, indices, w, pos, paths, dist_ext, v, pv, pu, u)
+        best = np.inf
+        act = -1
+        if not many or (load[pu] - vw[u] + vw[v] <= l_max and load[pv] - vw[v] + vw[u] <= l_max):
+            best = gu + gv  # the edge u -- v keeps its length
+            act = 0
+        if many:
+            d_uv = w_uv * _dist(paths, dist_ext, pu, pv)
+            if load[pv] + vw[u] <= l_max and gu - d_uv < best:
+                best = gu - d_uv
+                act = 1
+            if load[pu] + vw[v] <= l_max and gv - d_uv < best:
+                best = gv - d_uv
+                act = 2
+        if best >= -tol:
+            continue
+        if act != 2:
+            pos[u] = pv
+            if many:
+                load[pu] -= vw[u]
+                load[pv] += vw[u]
+        if act != 1:
+            pos[v] = pu
+            if many:
+                load[pv] -= vw[v]
+                load[pu] += vw[v]
+        applied += 1
+        change += best
+    return evaluated, applied, change
+
+
+def tree_oracle(topology):
+    """The arrays of the compiled distance oracle of a tree topology."""
+    return (np.ascontiguousarray(topology._paths, dtype=np.int64),
+            np.ascontiguousarray(topology._dist_ext, dtype=np.float64))
