@@ -9,5 +9,8 @@ me = comm.Get_rank()
 x = np.arange(1000, dtype=np.float64) * (me + 1)
 y = np.empty_like(x)
 comm.Sendrecv(x, 1 - me, 0, y, 1 - me, 0)
-print(f"rank {me}: {y.sum():.1f} {comm.allreduce(me)}")
+# one write per line: print() writes the text and the newline separately, and
+# hydra may forward another rank's output in between
+sys.stdout.write(f"rank {me}: {y.sum():.1f} {comm.allreduce(me)}\n")
+sys.stdout.flush()
 sys.exit(int(sys.argv[1]))
