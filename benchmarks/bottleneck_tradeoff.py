@@ -2,9 +2,8 @@
 
 For each Mapping Matters application (64 ranks) and machine (a 4:4:4 tree
 with distances 1:10:100, and a 4x4x4 torus), the sum-optimised mapping
-(``auto``; on the tree followed by rankmap's pairwise exchange, the
-quality issue's swap_refine not being on main when this was written) is
-compared with the same mapping after ``bottleneck_refine``: J, the most
+(``auto``: on the tree its runs end in swap refinement, on the torus it is
+``mesh_auto``) is compared with the same mapping after ``bottleneck_refine``: J, the most
 loaded link and the makespan M = max(max comp, F * max link) with
 F = 1e-9 (seconds per byte at 1 GB/s, unit vertex weights = 1 s each).
 
@@ -23,9 +22,8 @@ from mesh_common import MAPLIB_APPS, maplib_traffic  # noqa: E402
 
 from rankmap.algorithms import map_tasks  # noqa: E402
 from rankmap.algorithms.bottleneck import bottleneck_refine  # noqa: E402
-from rankmap.algorithms.mesh_heuristics import pairwise_exchange  # noqa: E402
 from rankmap.cost import evaluate  # noqa: E402
-from rankmap.topology import MeshTopology, Topology, topology_from_strings  # noqa: E402
+from rankmap.topology import MeshTopology, topology_from_strings  # noqa: E402
 
 F = 1e-9
 
@@ -41,8 +39,6 @@ def main() -> None:
         for label, topo in machines.items():
             t0 = time.perf_counter()
             pe_sum = map_tasks(g, topo, method="auto").pe_of_task
-            if isinstance(topo, Topology):
-                pe_sum = pairwise_exchange(g, topo, pe_sum)
             t1 = time.perf_counter()
             pe_bn = bottleneck_refine(g, topo, pe_sum)
             t2 = time.perf_counter()

@@ -5,11 +5,11 @@ The workload: delaunay_n15 (32,768-vertex planar mesh) cut into n blocks by
 KaHIP; "identity" is the partitioner's block numbering (the paper's default
 mapping).  Task coordinates are not in the graph file, so they are inferred
 by a layout (as the paper's sec. V does).  rankmap's own method is
-``mesh_auto`` (best heuristics refined by rankmap's pairwise exchange; the
-centralised swap_refine of the quality issue was not on main when this was
-written).  Also the nearest-free-node search: quadtree/octree vs spiralling.
+``mesh_auto`` (the three best heuristics, each refined by swap refinement
+and by pairwise exchange).  Also the nearest-free-node search: quadtree/octree vs spiralling.
 
     python benchmarks/mesh_heuristics.py            # n = 256, 1024, 4096
+    python benchmarks/mesh_heuristics.py --sizes 256,1024
     python benchmarks/mesh_heuristics.py --full     # adds n = 16384 (slow)
 """
 
@@ -78,8 +78,9 @@ def search_timing(sides):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="also n = 16384")
+    ap.add_argument("--sizes", default="256,1024,4096", help="task counts (of 256, 1024, 4096, 16384)")
     args = ap.parse_args()
-    sizes = [256, 1024, 4096] + ([16384] if args.full else [])
+    sizes = [int(x) for x in args.sizes.split(",")] + ([16384] if args.full else [])
     print(f"load average: {open('/proc/loadavg').read().split()[:3]}")
     graphs, coords = {}, {}
     for n in sizes:

@@ -7,7 +7,8 @@ real machine trees (hwloc XMLs of ../shared/data/topologies composed into cluste
 Part 1: the 64-rank real traffic matrices (MapLib AMG, BT-MZ, CG, LULESH; the
 netloc test's app.mat) on four machines.  Part 2: synthetic patterns (planted
 hierarchy matching the machine, 3-D 7-point stencil) for p = 64 ... 16,384.
-Columns are J(method) / J(treematch): above 1 means TreeMatch is better.
+Columns are J(method) / J(treematch): above 1 means TreeMatch is better;
+tm_published is TreeMatch as published (group_refine=false final_refine=false).
 MPIPP is quadratic: it runs only up to --mpipp-max tasks.  Times are wall
 seconds of ``map_tasks`` on this machine; the load average is printed beside.
 """
@@ -27,7 +28,9 @@ from rankmap.graph import CommGraph
 from rankmap.topology.cluster import compose_cluster
 from rankmap.topology.hwloc import read_hwloc_xml
 
-BASELINES = ["identity", "round_robin", "packed", "greedy", "mpipp1", "mpipp5"]
+BASELINES = ["tm_published", "identity", "round_robin", "packed", "greedy", "mpipp1", "mpipp5"]
+# column -> (method, options): TreeMatch as published (no refinement of its own)
+VARIANTS = {"tm_published": ("treematch", {"group_refine": False, "final_refine": False})}
 
 
 def load_avg() -> str:
@@ -114,7 +117,8 @@ def run_row(name, g, topo, methods, mpipp_max) -> dict:
     for m in ["treematch"] + methods:
         if m.startswith("mpipp") and g.n > mpipp_max:
             continue
-        mp = map_tasks(g, topo, method=m)
+        method, opts = VARIANTS.get(m, (m, {}))
+        mp = map_tasks(g, topo, method=method, **opts)
         res[m] = (mapping_cost(g, topo, mp.pe_of_task), mp.time_s)
     return res
 
@@ -189,7 +193,7 @@ def plot(rows, srows, path) -> None:
     for i, m in enumerate(BASELINES):
         ys = [r[m][0] / r["treematch"][0] for *_, r in rows if m in r]
         xs = [j for j, (*_, r) in enumerate(rows) if m in r]
-        ax1.scatter(xs, ys, s=14, label=m, marker="o^sDvx"[i])
+        ax1.scatter(xs, ys, s=14, label=m, marker="o^sDvx+"[i])
     ax1.axhline(1.0, color="k", lw=0.8)
     ax1.set_yscale("log")
     ax1.set_xlabel("instance (64-rank real traffic, then synthetic by p)")

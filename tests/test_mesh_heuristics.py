@@ -6,6 +6,7 @@ import pytest
 
 from rankmap.algorithms import map_tasks, method_names
 from rankmap.algorithms.mesh_heuristics import pairwise_exchange
+from rankmap.algorithms.refine import swap_refine
 from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch
 from rankmap.cost import evaluate, mapping_cost
 from rankmap.graph import CommGraph
@@ -140,3 +141,17 @@ def test_pairwise_exchange_only_lowers_J(topo):
     assert np.unique(out).size == n
     assert mapping_cost(g, topo, out) < mapping_cost(g, topo, start)
     assert mapping_cost(g, topo, pairwise_exchange(g, topo, out)) <= mapping_cost(g, topo, out)
+
+
+def test_mesh_auto_beats_every_heuristic_and_both_refinements():
+    rng = np.random.default_rng(3)
+    n = 32
+    src, dst = rng.integers(0, n, 160), rng.integers(0, n, 160)
+    g = CommGraph.from_edges(src, dst, rng.integers(1, 100, 160).astype(float), n=n)
+    m = MeshTopology((4, 4), torus=True, cores=2)
+    best = mapping_cost(g, m, map_tasks(g, m, method="mesh_auto").pe_of_task)
+    for method in HEURISTICS[:-1]:
+        start = map_tasks(g, m, method=method).pe_of_task
+        assert best <= mapping_cost(g, m, start)
+    mht = map_tasks(g, m, method="mht").pe_of_task
+    assert best <= mapping_cost(g, m, swap_refine(g, m, mht, depth="n2"))

@@ -252,8 +252,42 @@ def test_split_by_capacity_respects_capacities():
 def test_string_options_as_the_cli_passes_them(fig1):
     g, t = fig1
     # refine off is the paper's algorithm as published: same mapping here
-    pe = map_tasks(g, t, method="treematch", group_refine="false", max_candidates="100",
-                   split_arity="never", allowed_pes="0-11").pe_of_task
+    pe = map_tasks(g, t, method="treematch", group_refine="false", final_refine="false",
+                   max_candidates="100", split_arity="never", allowed_pes="0-11").pe_of_task
     assert pe.tolist() == [0, 1, 2, 3, 6, 7, 8, 9]
     with pytest.raises(ValueError, match="group_refine"):
         treematch_map(g, t, group_refine="maybe")
+    for bad in ("maybe", "0.5", "-1"):
+        with pytest.raises(ValueError, match="final_refine"):
+            treematch_map(g, t, final_refine=bad)
+
+
+def grid_graph(cols, rows):
+    """5-point stencil on a cols x rows grid, ranks numbered row by row."""
+    idx = np.arange(cols * rows).reshape(rows, cols)
+    pairs = [(idx[:, :-1], idx[:, 1:]), (idx[:-1], idx[1:])]
+    src = np.concatenate([np.concatenate([a.ravel(), b.ravel()]) for a, b in pairs])
+    dst = np.concatenate([np.concatenate([b.ravel(), a.ravel()]) for a, b in pairs])
+    return CommGraph.from_edges(src, dst, np.ones(src.size), n=cols * rows)
+
+
+def test_final_refinement_never_worse_than_packed_or_round_robin():
+    # the rank order already follows the grid: the published algorithm loses to packed
+    g, t = grid_graph(4, 4), hierarchy_topology([3, 3, 3], [1, 10, 100])
+    cost = {m: mapping_cost(g, t, map_tasks(g, t, method=m).pe_of_task) for m in ("packed", "round_robin")}
+    published = map_tasks(g, t, method="treematch", group_refine=False, final_refine=False).pe_of_task
+    assert mapping_cost(g, t, published) > cost["packed"]
+    for final in (True, 1, "n2"):
+        pe = map_tasks(g, t, method="treematch", final_refine=final).pe_of_task
+        assert mapping_cost(g, t, pe) <= min(cost.values())
+        assert mapping_cost(g, t, pe) < mapping_cost(g, t, published)
+
+
+def test_final_refinement_keeps_the_oversubscription_cap():
+    g, _ = planted([2, 4, 4], [1000.0, 10.0, 1.0], seed=2)  # 32 tasks, 16 PEs
+    t = hierarchy_topology([4, 4], [1, 10])
+    for cap in (2, 3):  # eps = 1 alone would allow 4 tasks per PE
+        pe = map_tasks(g, t, method="treematch", eps=1.0, oversubscribe=cap).pe_of_task
+        assert np.bincount(pe, minlength=16).max() <= cap
+        packed = map_tasks(g, t, method="packed", eps=1.0).pe_of_task
+        assert mapping_cost(g, t, pe) <= mapping_cost(g, t, packed)

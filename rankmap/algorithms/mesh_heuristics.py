@@ -16,9 +16,17 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
 - ``coce`` / ``coce_mht``: the tasks nearest the 2^d corners of the
   coordinates' bounding box go to the grid's corners (the paper's 2-D choice
   of the min/max X and Y tasks, generalised), then BFT / MHT from there.
-- ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``).
-- ``mesh_auto``: identity and every heuristic above, the three of lowest J
-  each refined by pairwise exchange: rankmap's own method on meshes.
+- ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``),
+  the paper's PAIRS.
+- ``mesh_auto``: identity and every heuristic above; the three of lowest J
+  are each refined two ways and the lowest J is kept: rankmap's own method
+  on meshes.  The two refinements search different neighbourhoods:
+  ``refine.swap_refine`` swaps tasks close in the *graph* (N_C^d), pairwise
+  exchange tries the *machine* slots around a task's neighbours (free slots
+  included).  Measured on MapLib's 64-rank traffic and delaunay partitions
+  (``benchmarks/mesh_heuristics.py``), neither wins everywhere: pairwise
+  exchange alone is best on CG and BT-MZ at 64 ranks, swap refinement then
+  pairwise exchange on the 256 ... 4096-task meshes.
 
 Coordinates (``coords=`` array, ``coords_file=`` path) are optional: without
 them a force-directed layout of the graph stands in (``rankmap.layout``).
@@ -40,6 +48,7 @@ from ..topology.mesh import MeshTopology
 from . import METHODS, register
 from .baselines import pe_capacity
 from .mesh_nearest import FreeNodeTree, SpiralSearch
+from .refine import swap_refine
 from .slots import SlotTable
 
 SEARCHES = {"tree": FreeNodeTree, "spiral": SpiralSearch}
@@ -269,11 +278,16 @@ def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=8, **_):
 MESH_AUTO_CANDIDATES = ["identity", "mht", "coce_mht", "bft", "coce", "affn"]
 
 
-@register("mesh_auto", "mesh/torus: the best mesh heuristics (and identity), each refined by pairwise exchange",
+MESH_AUTO_N2_MAX_TASKS = 256  # swap refinement: all pairs up to here, N_C^10 beyond
+
+
+@register("mesh_auto", "mesh/torus: the best mesh heuristics (and identity), each refined by swap "
+                       "refinement and pairwise exchange",
           machines=("mesh",))
 def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **options):
-    """Run every candidate, refine the ``refine_best`` lowest-J ones by
-    pairwise exchange (local optima differ by start), keep the lowest J."""
+    """Run every candidate; refine the ``refine_best`` lowest-J ones (local
+    optima differ by start) by pairwise exchange, and by swap refinement
+    followed by pairwise exchange; keep the lowest J."""
     _require_mesh(topology)
     if options.get("coords") is None and options.get("coords_file") is None and graph.n:
         # lay the graph out once for the three geometric heuristics
@@ -283,12 +297,15 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     for name in MESH_AUTO_CANDIDATES:
         pe = METHODS[name].fn(graph, topology, seed=seed, eps=eps, **options)
         starts.append((mapping_cost(graph, topology, pe), len(starts), pe))
+    depth = "n2" if graph.n <= MESH_AUTO_N2_MAX_TASKS else 10
     best, best_j = None, np.inf
     for _, _, pe in sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]:
-        pe = pairwise_exchange(graph, topology, pe, eps=eps, rounds=rounds)
-        j = mapping_cost(graph, topology, pe)
-        if j < best_j:
-            best, best_j = pe, j
+        swapped = swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
+        for start in (pe, swapped):
+            out = pairwise_exchange(graph, topology, start, eps=eps, rounds=rounds)
+            j = mapping_cost(graph, topology, out)
+            if j < best_j:
+                best, best_j = out, j
     return best
 
 

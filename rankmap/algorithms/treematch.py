@@ -29,9 +29,20 @@ Options (``map_tasks(..., option=value)`` or ``rankmap map --option k=v``):
   ``tm_optimize_topology`` does, when its candidate list would be too long
   and the factor levels' lists are short enough), ``always``, ``never``.
 * ``max_candidates``: the exhaustive/fast switch (TreeMatch's 30,000).
-* ``group_refine``: swap refinement of each level's groups (default true;
-  false is the paper's algorithm as published).  (``refine=true`` is the
-  J-based swap refinement ``map_tasks`` applies after any method.)
+* ``group_refine``: swap refinement of each level's groups (default true).
+* ``final_refine``: J-based swap refinement of the whole mapping
+  (``refine.swap_refine``) after the bottom-up pass: ``true`` (default; all
+  pairs up to FINAL_N2_MAX_TASKS tasks, graph neighbours beyond), a depth
+  ``d`` or ``n2``, or ``false``.  Grouping sees only the traffic, not the
+  given rank order; when the program's order already follows the machine
+  (stencil codes numbered like the grid, e.g. AMG and LULESH) the packed or
+  round-robin placement can be better, so when either has a lower J than
+  the refined TreeMatch result it is refined too and the lowest J is kept:
+  ``treematch`` is never worse than ``packed`` or ``round_robin``.
+
+``group_refine=false final_refine=false`` is the paper's algorithm as
+published.  (``refine=true`` is the swap refinement ``map_tasks`` can apply
+after any method; with ``final_refine`` on it only adds a deeper search.)
 """
 
 from __future__ import annotations
@@ -42,14 +53,17 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from ..cost import mapping_cost
 from ..graph import CommGraph
 from ..topology import Topology
 from . import register
 from .baselines import pe_capacity
+from .refine import swap_refine
 from .treematch_grouping import (MAX_CANDIDATES, aggregate, extend, group_processes, n_candidates,
                                  refine_partition)
 
 _LEAF = 0
+FINAL_N2_MAX_TASKS = 256  # final refinement: all pairs up to here, then graph neighbours (depth 1)
 
 
 def parse_pe_list(value, n_pes: int) -> np.ndarray:
@@ -242,13 +256,14 @@ def _grow_parts(sym: sp.csr_array, caps: np.ndarray) -> np.ndarray:
 def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=None,
                   allowed_pes=None, oversubscribe=None, grouping: str = "auto",
                   split_arity: str = "auto", max_candidates=MAX_CANDIDATES,
-                  group_refine=True) -> np.ndarray:
+                  group_refine=True, final_refine=True) -> np.ndarray:
     """pe_of_task for ``graph`` on ``topology`` (see module docstring)."""
     k = topology.n_pes
     grouping = _choice(grouping, "grouping", ("auto", "exhaustive", "fast", "kahip"))
     split_arity = _choice(split_arity, "split_arity", ("auto", "always", "never"))
     max_candidates = int(max_candidates)
     refine = _choice(group_refine, "group_refine", ("always", "never")) == "always"
+    final_depth = _final_depth(final_refine, graph.n)
     allowed = np.arange(k) if allowed_pes is None else parse_pe_list(allowed_pes, k)
     cap = int(pe_capacity(graph, topology, eps)[0]) if eps is not None or graph.n > k else 1
     if oversubscribe is not None:
@@ -284,9 +299,58 @@ def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=No
         for j, child in enumerate(kids.tolist()):
             sel = np.flatnonzero(part == j)
             stack.append((child, tasks[sel], sym[sel][:, sel].tocsr()))
-    return pe_of_task
+    if final_depth is None:
+        return pe_of_task
+    return _final_refinement(graph, topology, pe_of_task, final_depth, cap, allowed, seed)
 
 
-@register("treematch", "TreeMatch (Jeannot & Mercier): bottom-up grouping by level arity, any tree")
+def _final_depth(value, n: int):
+    """Neighbourhood of the final refinement from the ``final_refine``
+    option (bool, CLI string, depth, ``n2``); None: no final refinement."""
+    text = str(value).strip().lower()
+    if text in ("false", "0", "no", "off", "never"):
+        return None
+    if text in ("true", "yes", "on", "always"):
+        return "n2" if n <= FINAL_N2_MAX_TASKS else 1
+    if text == "n2":
+        return "n2"
+    try:
+        depth = int(text)
+    except ValueError:
+        raise ValueError(f"option final_refine={value!r}: choose true, false, a depth d >= 1 or n2") from None
+    if depth < 1:
+        raise ValueError(f"option final_refine={value!r}: a depth must be >= 1")
+    return depth
+
+
+def _final_refinement(graph, topology, pe_of_task, depth, cap: int, allowed, seed: int) -> np.ndarray:
+    """Swap refinement of the TreeMatch mapping; the packed and round-robin
+    placements (same PEs, same tasks per PE) are refined too when their J is
+    lower, and the lowest J is kept.  Loads stay within ``cap`` tasks per PE
+    (one-to-one: swaps only)."""
+    from .placements import dealt_slots  # placements imports this module
+
+    eps = None
+    if cap > 1:  # moves allowed too: eps whose L_max is ``cap`` tasks (equal weights)
+        w = graph.vertex_weights
+        eps = (cap + 0.5) * float(w[0]) / math.ceil(float(w.sum()) / topology.n_pes) - 1.0
+
+    def refined(pe):
+        return swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
+
+    best = refined(pe_of_task)
+    best_j = mapping_cost(graph, topology, best)
+    for depth_deal in (0, 1):  # packed, round-robin over the root's children
+        start = dealt_slots(topology, graph.n, cap, depth_deal, allowed)
+        if mapping_cost(graph, topology, start) < best_j:
+            pe = refined(start)
+            j = mapping_cost(graph, topology, pe)
+            if j < best_j:
+                best, best_j = pe, j
+    return best
+
+
+@register("treematch", "TreeMatch (Jeannot & Mercier): bottom-up grouping by level arity, any tree, "
+                       "then swap refinement (final_refine=false: as published)")
 def treematch(graph, topology, *, seed=0, eps=None, **options):
     return treematch_map(graph, topology, seed=seed, eps=eps, **options)
