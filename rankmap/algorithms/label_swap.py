@@ -32,8 +32,15 @@ One round, for tasks u with PE labels l(u) and symmetric traffic S = B + B^T:
      matched pair of higher priority, so committed swaps never touch each
      other's neighbourhoods and their gains add up exactly;
   7. both ends confirm, and swap labels.
-J falls by exactly the committed gains every round; rounds stop when a round
-gains less than ``min_improvement`` * J or after ``max_rounds``.
+J falls by exactly the committed gains every round.  A round that gains less
+than ``min_improvement`` * J does not end the search by itself: the next
+round is a *check round* with a wide reach (every neighbour forwarded, every
+positive half gain proposed, up to ``check_cap`` members per group shown
+instead of ``group_cap`` rotating ones).  On a tree machine an improving swap
+has a positive half gain at one end, whose partner's PE then lies in a small
+group around one of its neighbours' PEs, so a check round that finds nothing
+means no improving swap is left (up to the cap).  Rounds stop when a check
+round also gains less, or after ``max_rounds``.
 """
 
 from __future__ import annotations
@@ -263,10 +270,11 @@ class SwapRounds:
 
     def __init__(self, rows: Rows, labels: Labels, exchange, *, seed: int = 0, fanout: int = 8,
                  proposals: int = 8, group_cap: int = 16, group_levels: int = 2,
-                 chunk: int = 1 << 21):
+                 check_cap: int = 256, chunk: int = 1 << 21):
         self.rows, self.labels, self.ex = rows, labels, exchange
         self.seed, self.fanout, self.proposals, self.chunk = seed, fanout, proposals, chunk
-        self.group_cap, self.group_levels = group_cap, group_levels
+        self.group_cap, self.group_levels, self.check_cap = group_cap, group_levels, check_cap
+        self.wide = False  # this round is a check round (see the module docstring)
         self.turn = 0  # rounds done
         self.levels = labels.anc.shape[1]
         self.error: BaseException | None = None
@@ -371,7 +379,7 @@ class SwapRounds:
         r = rows.row_of_entry
         order = np.lexsort((rows.cols, -rows.weights, r))
         pos = np.arange(len(order)) - rows.indptr[r[order]]
-        return np.sort(order[pos < self.fanout])
+        return np.sort(order if self.wide else order[pos < self.fanout])
 
     def _group_members(self, nb: Labels):
         """Records (u, x, label of x) for the tasks x whose PEs share the
@@ -406,7 +414,7 @@ class SwapRounds:
             reg = reg[np.lexsort((reg[:, 2], turn, reg[:, 0]))]
             lo = np.searchsorted(reg[:, 0], asks[:, 0], side="left")
             hi = np.searchsorted(reg[:, 0], asks[:, 0], side="right")
-            cnt = np.minimum(hi - lo, self.group_cap)
+            cnt = np.minimum(hi - lo, self.check_cap if self.wide else self.group_cap)
             a = np.repeat(np.arange(len(asks)), cnt)
             member = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(len(a))
             keep = reg[member, 2] != asks[a, 2]
@@ -416,10 +424,12 @@ class SwapRounds:
 
         return self._send(answer)
 
-    def round(self, gain_floor: float) -> tuple[int, float]:
-        """Run one round; returns (tasks swapped here, gain counted here)."""
+    def round(self, gain_floor: float, wide: bool = False) -> tuple[int, float]:
+        """Run one round (a check round when ``wide``); returns (tasks swapped
+        here, gain counted here)."""
         rows, lab, ex = self.rows, self.labels, self.ex
         self.turn += 1
+        self.wide = wide
         nb = self._neighbour_labels()
         hop2 = self._two_hop(nb)
         near = self._group_members(nb)
@@ -450,7 +460,7 @@ class SwapRounds:
             tb = _hash_pairs(rows.tasks[lr], cand_part, self.seed + 0x9E37 * self.turn)
             o = np.lexsort((cand_part, -tb, -h, lr))
             rank_in_row = np.arange(len(o)) - np.searchsorted(lr[o], lr[o])
-            sel = o[rank_in_row < self.proposals]
+            sel = o if self.wide else o[rank_in_row < self.proposals]
             state.update(contrib=contrib)
             rec = np.column_stack([cand_part[sel], rows.tasks[lr[sel]], h[sel], lab.pack(lr[sel])])
             return ex.owner(cand_part[sel]), rec
@@ -550,17 +560,20 @@ class SwapRounds:
         self._raise_if(failed)
         j, rounds, swaps, history = float(j0), 0, 0, []
         floor = 1e-12 * j
+        check = False
         while rounds < max_rounds and j > 0:
-            n_swapped, gain = self.round(floor)
+            n_swapped, gain = self.round(floor, wide=check)
             tot_swapped, tot_gain, failed = self.ex.allreduce([n_swapped, gain, self.error is not None])
             self._raise_if(failed)
             rounds += 1
             swaps += int(round(tot_swapped)) // 2
             j -= float(tot_gain)
             history.append({"round": rounds, "swaps": int(round(tot_swapped)) // 2,
-                            "gain": float(tot_gain), "J": j})
-            if tot_swapped == 0 or tot_gain < min_improvement * j:
+                            "gain": float(tot_gain), "J": j, "check": check})
+            small = tot_swapped == 0 or tot_gain < min_improvement * j
+            if small and check:
                 break
+            check = small
         return RoundsResult(self.labels, float(j0), j, rounds, swaps, history)
 
     def _raise_if(self, failed) -> None:
