@@ -33,7 +33,7 @@ from rankmap.layout import infer_coordinates  # noqa: E402
 from rankmap.topology import MeshTopology  # noqa: E402
 
 GRAPH = os.path.join(DATA, "graphs", "kahip-examples", "delaunay_n15.graph")
-METHODS = ["identity", "random", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"]
+METHODS = ["identity", "random", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_bisect", "mesh_auto"]
 MESH_2D = {256: (16, 16), 1024: (32, 32), 4096: (64, 64), 16384: (128, 128)}
 ASPECTS = [(512, 2), (256, 4), (128, 8), (64, 16), (32, 32)]
 TORUS_3D = {256: (8, 8, 4), 1024: (8, 16, 8), 4096: (16, 16, 16), 16384: (16, 32, 32)}
