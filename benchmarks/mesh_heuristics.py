@@ -33,7 +33,7 @@ from rankmap.layout import infer_coordinates  # noqa: E402
 from rankmap.topology import MeshTopology  # noqa: E402
 
 GRAPH = os.path.join(DATA, "graphs", "kahip-examples", "delaunay_n15.graph")
-METHODS = ["identity", "random", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"]
+METHODS = ["identity", "random", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_bisect", "mesh_auto"]
 MESH_2D = {256: (16, 16), 1024: (32, 32), 4096: (64, 64), 16384: (128, 128)}
 ASPECTS = [(512, 2), (256, 4), (128, 8), (64, 16), (32, 32)]
 TORUS_3D = {256: (8, 8, 4), 1024: (8, 16, 8), 4096: (16, 16, 16), 16384: (16, 32, 32)}
@@ -49,12 +49,12 @@ def run_row(graph, topo, coords, label, rows):
         res[m] = (evaluate(graph, topo, pe).hops_per_byte, time.perf_counter() - t0)
     rows.append((label, res))
     heur = {m: res[m][0] for m in ("bft", "mht", "affn", "coce", "coce_mht")}
-    print(f"{label:<26}" + "".join(f"{res[m][0]:9.2f}" for m in METHODS)
+    print(f"{label:<26}" + "".join(f"{res[m][0]:12.2f}" for m in METHODS)
           + f"   best heuristic {min(heur, key=heur.get)}", flush=True)
 
 
 def header(title):
-    print(f"\n{title}\n{'instance':<26}" + "".join(f"{m:>9}" for m in METHODS))
+    print(f"\n{title}\n{'instance':<26}" + "".join(f"{m:>12}" for m in METHODS))
 
 
 def search_timing(sides):
@@ -105,9 +105,9 @@ def main() -> None:
         run_row(graphs[n], MeshTopology(nodes, torus=True, cores=4), coords[(n, 3)],
                 f"n={n} torus {nodes} 4c", rows)
     print("\nseconds per method (same rows)")
-    print(f"{'instance':<26}" + "".join(f"{m:>9}" for m in METHODS))
+    print(f"{'instance':<26}" + "".join(f"{m:>12}" for m in METHODS))
     for label, res in rows:
-        print(f"{label:<26}" + "".join(f"{res[m][1]:9.2f}" for m in METHODS))
+        print(f"{label:<26}" + "".join(f"{res[m][1]:12.2f}" for m in METHODS))
     search_timing([32, 64, 128])
     print(f"\nload average: {open('/proc/loadavg').read().split()[:3]}")
 

@@ -23,7 +23,7 @@ from rankmap.algorithms import map_tasks  # noqa: E402
 from rankmap.cost import evaluate  # noqa: E402
 from rankmap.topology import MeshTopology  # noqa: E402
 
-OURS = ["identity", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"]
+OURS = ["identity", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_bisect", "mesh_auto"]
 
 
 def main() -> None:
@@ -48,10 +48,10 @@ def main() -> None:
             best_tool = min(theirs, key=theirs.get)
             summary.append((app, kind, best_tool, theirs[best_tool], ours))
     print("\nSummary: average hops per byte (lower is better); best MapLib tool vs rankmap")
-    head = f"{'app':<7}{'topo':<6}{'best MapLib':>22}" + "".join(f"{m:>10}" for m in OURS)
+    head = f"{'app':<7}{'topo':<6}{'best MapLib':>22}" + "".join(f"{m:>12}" for m in OURS)
     print(head)
     for app, kind, tool, h, ours in summary:
-        print(f"{app:<7}{kind:<6}{tool + f' {h:.3f}':>22}" + "".join(f"{ours[m][0]:10.3f}" for m in OURS))
+        print(f"{app:<7}{kind:<6}{tool + f' {h:.3f}':>22}" + "".join(f"{ours[m][0]:12.3f}" for m in OURS))
 
 
 if __name__ == "__main__":

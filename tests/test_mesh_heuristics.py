@@ -155,3 +155,18 @@ def test_mesh_auto_beats_every_heuristic_and_both_refinements():
         assert best <= mapping_cost(g, m, start)
     mht = map_tasks(g, m, method="mht").pe_of_task
     assert best <= mapping_cost(g, m, swap_refine(g, m, mht, depth="n2"))
+
+
+@pytest.mark.parametrize("torus", [False, True])
+def test_mesh_bisect_maps_a_stencil_onto_its_own_mesh_almost_perfectly(torus):
+    """A 8x8 stencil on an 8x8 mesh: recursive bisection with oriented halves
+    keeps almost every edge at one hop (the optimum is exactly 1.0); with
+    fewer tasks, several cores and many tasks per PE it stays valid."""
+    rng = np.random.default_rng(5)
+    g, _ = grid_graph(8, 8, perm=rng.permutation(64))
+    m = MeshTopology((8, 8), torus=torus)
+    res = map_tasks(g, m, method="mesh_bisect")
+    assert evaluate(g, m, res.pe_of_task).hops_per_byte < 1.25
+    small, _ = grid_graph(5, 7)
+    map_tasks(small, MeshTopology((3, 3, 2), cores=2), method="mesh_bisect")  # 35 tasks on 36 PEs
+    map_tasks(g, MeshTopology((4, 4)), method="mesh_bisect", eps=0.0)  # 4 tasks per PE

@@ -18,7 +18,8 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
   of the min/max X and Y tasks, generalised), then BFT / MHT from there.
 - ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``),
   the paper's PAIRS.
-- ``mesh_auto``: identity and every heuristic above; the three of lowest J
+- ``mesh_auto``: identity, every heuristic above and ``mesh_bisect``
+  (recursive bisection, ``mesh_bisect.py``); the three of lowest J
   are each refined two ways and the lowest J is kept: rankmap's own method
   on meshes.  The two refinements search different neighbourhoods:
   ``refine.swap_refine`` swaps tasks close in the *graph* (N_C^d), pairwise
@@ -275,7 +276,8 @@ def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=8, **_):
 
 # identity is a candidate: a program's own rank order is often a good
 # mapping already (Bhatele & Kale sec. VIII), and auto must not lose to it
-MESH_AUTO_CANDIDATES = ["identity", "mht", "coce_mht", "bft", "coce", "affn"]
+# mesh_bisect: recursive bisection of graph and mesh (KaHIP), the partitioning start
+MESH_AUTO_CANDIDATES = ["identity", "mht", "coce_mht", "bft", "coce", "affn", "mesh_bisect"]
 
 
 MESH_AUTO_N2_MAX_TASKS = 256  # swap refinement: all pairs up to here, N_C^10 beyond

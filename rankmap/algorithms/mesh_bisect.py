@@ -1,0 +1,131 @@
+"""Recursive bisection mapping onto a mesh or torus (Ercal, Ramanujam &
+Sadayappan's recursive mincut bipartitioning; what Scotch's dual recursive
+bipartitioning and MapLib's partitioning-based tools do).
+
+Cut the communication graph and the machine in step: the box of nodes is
+halved across its longest dimension, the tasks are bisected by KaHIP into
+parts sized to the halves' capacities, and each part recurses into its
+half, down to single nodes (whose cores take the tasks round-robin).
+
+Plain recursive bisection does not know *which* half a part should take:
+its bytes to tasks already sent elsewhere decide nothing.  So boxes are
+split level by level (breadth first) and each part goes to the half that
+lowers the hop-bytes of its edges to tasks outside the box, measured
+between box centres (on the circle in torus dimensions): the external-
+edge orientation of dual recursive bipartitioning.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..graph import CommGraph
+from ..topology.mesh import MeshTopology
+from . import register
+from .baselines import pe_capacity
+from .multisection import _task_counts
+from .partition import partition_graph, repair_balance
+
+TRY_MAX_TASKS = 1024  # bisect parts up to this size from several seeds, keep the best
+
+
+def _centre_distance(mesh: MeshTopology, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hop distance between (fractional) box centres, rows of ``a`` and ``b``."""
+    d = np.abs(a - b)
+    dims = np.asarray(mesh.dims, dtype=np.float64)
+    d = np.where(np.asarray(mesh.torus), np.minimum(d, dims - d), d)
+    return d.sum(axis=-1)
+
+
+def bisection_map(graph: CommGraph, mesh: MeshTopology, *, seed: int = 0, eps=None,
+                  preset: str = "eco", orient: bool = True, tries: int = 4) -> np.ndarray:
+    """``pe_of_task`` by recursive bisection of graph and mesh (module docstring)."""
+    n = graph.n
+    per_node = int(pe_capacity(graph, mesh, eps)[0]) * mesh.cores
+    sym = graph.symmetric
+    dims = np.asarray(mesh.dims, dtype=np.int64)
+    # every task's current box centre: where the orientation step sees it
+    centre = np.tile((dims - 1) / 2.0, (n, 1))
+    level = [(np.zeros(mesh.ndim, dtype=np.int64), dims.copy(), np.arange(n, dtype=np.int64))]
+    pe = np.full(n, -1, dtype=np.int64)
+    sub_seed = int(seed)
+    while level:
+        nxt = []
+        for lo, size, tasks in level:
+            if tasks.size == 0:
+                continue
+            if np.all(size == 1):
+                node = int(mesh.node_at(lo[None, :])[0])
+                pe[tasks] = node * mesh.cores + np.arange(tasks.size) % mesh.cores
+                continue
+            axis = int(np.argmax(size))
+            half = size.copy()
+            half[axis] = size[axis] // 2
+            other = size.copy()
+            other[axis] = size[axis] - half[axis]
+            lo2 = lo.copy()
+            lo2[axis] += half[axis]
+            boxes = [(lo, half), (lo2, other)]
+            caps = np.array([np.prod(half), np.prod(other)], dtype=np.int64) * per_node
+            counts = _task_counts(tasks.size, caps) if eps is None else caps
+            adj = sym[tasks][:, tasks]
+            capacity = (_task_counts(tasks.size, caps) if eps is None else caps).astype(np.float64)
+            block, sub_seed = _best_bisection(adj, tasks, counts, capacity, boxes, centre, sym, mesh,
+                                              eps, preset, sub_seed, tries if tasks.size <= TRY_MAX_TASKS else 1,
+                                              orient)
+            for b, (blo, bsize) in enumerate(boxes):
+                part = tasks[block == b]
+                centre[part] = blo + (bsize - 1) / 2.0
+                nxt.append((blo, bsize, part))
+        level = nxt
+    return pe
+
+
+def _best_bisection(adj, tasks, counts, capacity, boxes, centre, sym, mesh, eps, preset, seed,
+                    tries, orient):
+    """KaHIP bisections from ``tries`` seeds, each repaired to ``capacity``
+    and oriented; the one of least hop-bytes (cut edges at the halves'
+    centre distance plus external edges) wins.  Returns it and the next seed."""
+    ones = np.ones(tasks.size)
+    if counts.min() == 0:
+        return np.full(tasks.size, int(np.argmax(counts))), seed
+    ctr = np.array([blo + (bsize - 1) / 2.0 for blo, bsize in boxes])
+    gap = float(_centre_distance(mesh, ctr[0], ctr[1]))
+    upper = sp.triu(adj, k=1).tocoo()
+    best, best_cost = None, np.inf
+    for _ in range(tries):
+        block = partition_graph(adj, ones, counts, 0.0 if eps is None else float(eps),
+                                preset=preset, seed=seed)
+        seed += 1
+        block = repair_balance(adj, ones, block, capacity)
+        ext, ext_swapped = _external_cost(block, tasks, ctr, centre, sym, mesh)
+        if orient and np.array_equal(capacity, capacity[::-1]) and ext_swapped < ext:
+            block, ext = 1 - block, ext_swapped
+        cost = ext + gap * float(upper.data[block[upper.row] != block[upper.col]].sum())
+        if cost < best_cost:
+            best, best_cost = block, cost
+    return best, seed
+
+
+def _external_cost(block, tasks, ctr, centre, sym, mesh) -> tuple[float, float]:
+    """Hop-bytes of the edges from the box's tasks to tasks outside it
+    (centre to centre), as placed and with the two halves swapped."""
+    rows = sym[tasks]
+    inside = np.zeros(sym.shape[0], dtype=bool)
+    inside[tasks] = True
+    coo = rows.tocoo()
+    keep = ~inside[coo.col]
+    r, c, w = coo.row[keep], coo.col[keep], coo.data[keep]
+    far = centre[c]
+    return (float(np.dot(w, _centre_distance(mesh, ctr[block[r]], far))),
+            float(np.dot(w, _centre_distance(mesh, ctr[1 - block[r]], far))))
+
+
+@register("mesh_bisect", "mesh/torus: recursive bisection of graph (KaHIP) and mesh in step, "
+                         "parts oriented by their external edges (option preset=fast|eco|strong)",
+          machines=("mesh",))
+def mesh_bisect(graph, topology, *, seed=0, eps=None, preset="eco", **_):
+    if not isinstance(topology, MeshTopology):
+        raise ValueError("mesh_bisect maps onto a mesh or torus (--mesh / --torus)")
+    return bisection_map(graph, topology, seed=seed, eps=eps, preset=str(preset))
