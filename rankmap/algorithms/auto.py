@@ -31,7 +31,7 @@ import numpy as np
 from ..cost import mapping_cost
 from ..topology import Topology
 from . import METHODS, register
-from .refine import swap_refine
+from .refine import refine_around, swap_refine
 
 DEFAULT_TIME_LIMIT = 10.0
 N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
@@ -163,7 +163,11 @@ def iterated_search(graph, topology, pe_of_task, j, rounds: int, depth, seed: in
     rng = np.random.default_rng([seed, 7])
     best_pe, best_j, idle = pe_of_task, j, 0
     for r in range(rounds):
-        cand = swap_refine(graph, topology, kick(graph, best_pe, rng), depth=depth, seed=seed + r)
+        kicked = kick(graph, best_pe, rng)
+        if depth == "n2":  # best_pe is swap-optimal: search only around the kick
+            cand = refine_around(graph, topology, kicked, np.flatnonzero(kicked != best_pe), seed=seed + r)
+        else:
+            cand = swap_refine(graph, topology, kicked, depth=depth, seed=seed + r)
         cj = mapping_cost(graph, topology, cand)
         if cj < best_j * (1 - 1e-12):
             best_pe, best_j, idle = cand, cj, 0
