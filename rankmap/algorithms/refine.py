@@ -414,8 +414,11 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     while moved.size:
         edges, _ = _ragged(indptr, moved)
         active = np.union1d(moved, indices[edges])
-        U = np.repeat(active, n)
-        V = np.tile(np.arange(n, dtype=np.int64), active.size)
+        if 2 * active.size >= n:  # as many pairs as the whole quadratic neighbourhood: take that
+            U, V = np.triu_indices(n, 1)
+        else:
+            U = np.repeat(active, n)
+            V = np.tile(np.arange(n, dtype=np.int64), active.size)
         perm = rng.permutation(U.size)
         before = pos.copy()
         swap_pass(indptr, indices, w, pos, paths, dist_ext, U[perm], V[perm], False, np.zeros(1), np.zeros(1),
