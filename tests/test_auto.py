@@ -4,6 +4,7 @@ import numpy as np
 
 from rankmap.algorithms import map_tasks
 from rankmap.algorithms.auto import iterated_search, kick, plan
+from rankmap.algorithms.refine import refine_around, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
 from rankmap.topology.hierarchy import hierarchy_topology
 from tests.quality_instances import grid_graph, planted_hierarchy
@@ -49,3 +50,14 @@ def test_kicks_keep_a_permutation_and_iterated_search_only_improves():
     assert j == mapping_cost(g, topo, pe) and j < 0.8 * j0
     again = iterated_search(g, topo, start, j0, rounds=20, depth=2, seed=0)[0]
     assert np.array_equal(pe, again)
+
+
+def test_refine_around_a_kick_reaches_a_full_swap_optimum():
+    g = grid_graph(10, 10)
+    topo = hierarchy_topology([4, 4, 8], [1, 10, 100])
+    base = swap_refine(g, topo, np.random.default_rng(0).permutation(g.n), depth="n2")
+    kicked = kick(g, base, np.random.default_rng(1))
+    out = refine_around(g, topo, kicked, np.flatnonzero(kicked != base), seed=2)
+    assert sorted(out.tolist()) == list(range(g.n))
+    assert mapping_cost(g, topo, out) <= mapping_cost(g, topo, kicked)
+    assert refine_swaps(g, topo, out, depth="n2", max_passes=1)[1].swaps == 0  # nothing left to gain
