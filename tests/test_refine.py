@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.refine import refine_swaps, swap_refine
+from rankmap.algorithms.refine import PAIR_SLICE, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
 from rankmap.graph import CommGraph
 from rankmap.mapping import balance_report
@@ -84,6 +84,18 @@ def test_time_limit_zero_stops_after_one_batch():
     start = np.random.default_rng(0).permutation(g.n)
     pe, st = refine_swaps(g, topo, start, time_limit=0.0)
     assert st.passes == 1 and sorted(pe.tolist()) == list(range(g.n))
+
+
+def test_work_limit_stops_early_and_deterministically():
+    g = grid_graph(20, 20)
+    topo = hierarchy_topology([4, 10, 10], [1, 10, 100])
+    start = np.random.default_rng(0).permutation(g.n)
+    full = refine_swaps(g, topo, start, depth="n2")[1]
+    a, sa = refine_swaps(g, topo, start, depth="n2", max_evaluations=20000)
+    b, sb = refine_swaps(g, topo, start, depth="n2", max_evaluations=20000)
+    assert np.array_equal(a, b) and sa.evaluated == sb.evaluated
+    assert 20000 <= sa.evaluated < 20000 + PAIR_SLICE < full.evaluated
+    assert full.j_end < sa.j_end < sa.j_start
 
 
 def test_refine_option_of_map_tasks():

@@ -31,16 +31,23 @@ import numpy as np
 from ..cost import mapping_cost
 from ..topology import Topology
 from . import METHODS, register
-from .refine import refine_around, swap_refine
+from .refine import refine_around, refine_swaps
 
 DEFAULT_TIME_LIMIT = 10.0
 N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
+AROUND_MAX_TASKS = 4096  # kicks refined around the kick (all partners) up to this many tasks
 
 # seconds per unit of work, measured on the development machine (2 cores,
 # shared: scaled to an idle core)
 _PER_PARTITION_CALL = {"fast": 2e-3, "eco": 4e-3, "strong": 1.2e-2}
 _PER_EDGE_LEVEL = {"fast": 2e-6, "eco": 6e-6, "strong": 2.5e-5}
-_PER_PAIR_EDGE = 2.5e-8  # compiled swap refinement: one neighbour of one pair looked at
+_MTKAHYPAR_FACTOR = {"fast": 2.0, "eco": 1.5, "strong": 1.0}  # Mt-KaHyPar (1 thread) against KaHIP
+_TREEMATCH = (0.05, 4e-3, 2e-4)  # TreeMatch with its final refinement: fixed, per task, per edge
+_PER_STEINER_CALL = 0.2   # Mt-KaHyPar map_onto_graph on one subtree of <= 64 PEs ...
+_PER_STEINER_EDGE = 3e-3  # ... plus this per edge in it (0.4-2.4 s per 64-task call measured)
+_PER_PAIR_EDGE = 5e-8     # compiled swap refinement: one neighbour of one pair looked at
+_PER_KICK = 4e-4          # one kick's fixed cost (kick, J, pair lists) ...
+_PER_KICK_EDGE = 2e-8     # ... plus this per edge
 _REFINE_PASSES = 4    # typical passes until no gain from a good start
 _PER_GREEDY_TASK = 5e-5
 KICK_TASKS = 8        # iterated local search: tasks whose PEs one kick shuffles
@@ -53,10 +60,16 @@ def _refine_depth(n: int):
     return "n2" if n <= N2_MAX_TASKS else 10
 
 
+def _pair_seconds(graph) -> float:
+    """Estimated seconds per pair the compiled swap search evaluates: the
+    unit that turns its (deterministic) pair counts into budget time."""
+    return (2 + 2 * graph.symmetric.nnz / max(graph.n, 1)) * _PER_PAIR_EDGE
+
+
 def _refine_cost(graph, passes: int = _REFINE_PASSES) -> float:
     n = graph.n
     pairs = n * (n - 1) / 2 if n <= N2_MAX_TASKS else min(n * 128, graph.symmetric.nnz * 40)
-    return passes * pairs * (2 + 2 * graph.symmetric.nnz / max(n, 1)) * _PER_PAIR_EDGE
+    return passes * pairs * _pair_seconds(graph)
 
 
 def _multisection_cost(graph, topology, preset: str) -> float:
@@ -66,37 +79,58 @@ def _multisection_cost(graph, topology, preset: str) -> float:
     return calls * _PER_PARTITION_CALL[preset] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[preset]
 
 
-def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list[tuple[str, dict]], float]:
-    """The starts auto makes for this instance and budget, in order, and
-    their estimated seconds."""
-    budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
-    refine = _refine_cost(graph)
+def _steiner_cost(graph, topology) -> float:
+    """Mt-KaHyPar's own mapping on the subtrees of at most 64 PEs: one call
+    per such subtree (about k / 64) on its share of the edges."""
+    calls = max(topology.n_pes // 64, 1)
+    return calls * _PER_STEINER_CALL + graph.symmetric.nnz * _PER_STEINER_EDGE
 
+
+def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
+    """Every start auto may make, in order, with its estimated seconds
+    (without the refinement that follows it)."""
     def ms(backend, preset, run_seed, steiner=False):
-        cost = _multisection_cost(graph, topology, preset) * (1.5 if backend == "mtkahypar" else 1.0)
+        cost = _multisection_cost(graph, topology, preset) * (_MTKAHYPAR_FACTOR[preset] if backend == "mtkahypar" else 1.0)
         opts = {"preset": preset, "backend": backend, "seed": run_seed}
         if backend == "mtkahypar":
             opts["threads"] = 1  # one thread: deterministic per seed
         if steiner:  # Mt-KaHyPar's own mapping objective below 64 PEs: slower
             opts["steiner"] = True
-            cost *= 3
+            cost += _steiner_cost(graph, topology)
         return ("multisection", opts, cost)
 
     greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
+    treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
     runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
-            ("greedy_allc", {"seed": seed}, greedy_cost), ("treematch", {"seed": seed}, greedy_cost),
+            ("greedy_allc", {"seed": seed}, greedy_cost), ("treematch", {"seed": seed}, treematch_cost),
             ms("kahip", "eco", seed), ms("mtkahypar", "eco", seed), ms("mtkahypar", "eco", seed, True),
             ms("kahip", "strong", seed), ms("mtkahypar", "strong", seed)]
     runs += [ms(b, "strong", seed + i) for i in range(1, 5) for b in ("kahip", "mtkahypar")]
+    return [r for r in runs if r[0] in METHODS]
+
+
+def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list[tuple[str, dict]], float]:
+    """The starts auto makes for this instance and budget, in order, and
+    their estimated seconds, as far as the estimates tell before any run
+    (auto itself counts the refinement work actually done)."""
+    budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    refine = _refine_cost(graph)
     chosen, spent = [], 0.0
-    for name, opts, cost in runs:
-        if name not in METHODS:
-            continue
+    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, refine):
         if chosen and spent + cost + refine > budget:
             continue
         chosen.append((name, opts))
         spent += cost + refine
     return chosen, spent
+
+
+def _ordered(runs, budget: float, refine: float):
+    """The candidates in the order auto tries them: when the budget cannot
+    even pay for the first (a multisection and its refinement), the given
+    order goes first (no partitioning: only its refinement costs)."""
+    if runs and runs[0][2] + refine > budget:
+        runs = sorted(runs, key=lambda r: r[2] > 0)  # stable: the zero-cost identity first
+    return runs
 
 
 @register("auto", "best J of multisection / GreedyAllC / TreeMatch runs with swap refinement "
@@ -110,18 +144,27 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
         best_j = mapping_cost(graph, topology, best_pe)
     except ValueError:  # weighted tasks: no fixed "given order" placement
         best_pe, best_j = None, np.inf
+    budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     depth = _refine_depth(graph.n)
-    starts, spent = plan(graph, topology, time_limit, seed)
-    idle = 0
-    for i, (name, opts) in enumerate(starts):
-        if i >= DIVERSE_STARTS and idle >= START_PATIENCE:
+    refine, per_pair = _refine_cost(graph), _pair_seconds(graph)
+    spent, idle, tried = 0.0, 0, 0
+    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, refine):
+        if tried and spent + cost + refine > budget:
+            continue  # estimated not to fit: a cheaper later one still may
+        if tried >= DIVERSE_STARTS and idle >= START_PATIENCE:
             break  # converged: the stronger presets keep finding the same J
+        opts = dict(opts)
         run_seed = opts.pop("seed")
+        tried += 1
+        spent += cost
         try:
             pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, eps=eps, **opts))
         except ValueError:
             continue  # e.g. a greedy method that cannot place weighted tasks
-        pe = swap_refine(graph, topology, pe, depth=depth, seed=run_seed, eps=eps)
+        # refinement work: what the budget has left, counted in pairs (deterministic)
+        limit = max(int((budget - spent) / per_pair), graph.n)
+        pe, stats = refine_swaps(graph, topology, pe, depth=depth, seed=run_seed, eps=eps, max_evaluations=limit)
+        spent += stats.evaluated * per_pair
         j = mapping_cost(graph, topology, pe)
         idle = 0 if j < best_j * (1 - 1e-9) else idle + 1
         if j < best_j:
@@ -129,9 +172,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
     if best_pe is None:
         raise ValueError("auto: no candidate method could map this instance")
     if eps is None and graph.n <= topology.n_pes:  # kicks permute PEs: one-to-one only
-        budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
-        rounds = int(max(budget - spent, 0.0) / max(_refine_cost(graph, passes=2), 1e-9))
-        best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, rounds, depth, seed)
+        best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, depth=depth, seed=seed,
+                                          budget=budget - spent)
     return best_pe
 
 
@@ -156,23 +198,31 @@ def kick(graph, pe_of_task, rng: np.random.Generator, size: int = KICK_TASKS) ->
     return out
 
 
-def iterated_search(graph, topology, pe_of_task, j, rounds: int, depth, seed: int):
+def iterated_search(graph, topology, pe_of_task, j, *, depth, seed: int, budget: float | None = None,
+                    rounds: int | None = None):
     """Iterated local search: kick the best mapping, refine, keep it when J
-    drops; at most ``rounds`` kicks, stop after PATIENCE in a row without a
-    gain (deterministic: the count, not the clock, ends it)."""
+    drops.  Stops when the work done (pairs evaluated and kicks, priced by
+    the work model) reaches ``budget`` seconds, after ``rounds`` kicks, or
+    once converged: as many kicks without a gain as were made up to the
+    last gain, and at least PATIENCE.  All three are counts, never the
+    clock, so the result is deterministic."""
     rng = np.random.default_rng([seed, 7])
-    best_pe, best_j, idle = pe_of_task, j, 0
-    for r in range(rounds):
+    best_pe, best_j, last_gain = pe_of_task, j, 0
+    per_pair = _pair_seconds(graph)
+    per_kick = _PER_KICK + graph.symmetric.nnz * _PER_KICK_EDGE
+    spent, r = 0.0, 0
+    while (rounds is None or r < rounds) and (budget is None or spent < budget) \
+            and r - last_gain < max(PATIENCE, last_gain):
         kicked = kick(graph, best_pe, rng)
-        if depth == "n2":  # best_pe is swap-optimal: search only around the kick
-            cand = refine_around(graph, topology, kicked, np.flatnonzero(kicked != best_pe), seed=seed + r)
+        if graph.n <= AROUND_MAX_TASKS:  # best_pe is swap-optimal: search only around the kick
+            cand, evaluated = refine_around(graph, topology, kicked, np.flatnonzero(kicked != best_pe),
+                                            seed=seed + r)
         else:
-            cand = swap_refine(graph, topology, kicked, depth=depth, seed=seed + r)
+            cand, stats = refine_swaps(graph, topology, kicked, depth=depth, seed=seed + r)
+            evaluated = stats.evaluated
+        r += 1
+        spent += per_kick + evaluated * per_pair
         cj = mapping_cost(graph, topology, cand)
         if cj < best_j * (1 - 1e-12):
-            best_pe, best_j, idle = cand, cj, 0
-        else:
-            idle += 1
-            if idle >= PATIENCE:
-                break
+            best_pe, best_j, last_gain = cand, cj, r
     return best_pe, best_j

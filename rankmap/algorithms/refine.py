@@ -47,6 +47,7 @@ BATCH = 32768
 DEFAULT_DEPTH = 10
 DEFAULT_BALL_CAP = 256
 CACHE_PAIRS = 1 << 23  # 8M pairs, 64 MB as int32
+PAIR_SLICE = 1 << 14  # pairs between two checks of a work limit
 
 
 @dataclass
@@ -215,8 +216,12 @@ class _SwapState:
 
 def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH, seed: int = 0,
                  time_limit: float | None = None, eps: float | None = None,
-                 max_passes: int | None = None, ball_cap: int = DEFAULT_BALL_CAP):
-    """Swap local search; returns ``(pe_of_task, RefineStats)``."""
+                 max_passes: int | None = None, ball_cap: int = DEFAULT_BALL_CAP,
+                 max_evaluations: int | None = None):
+    """Swap local search; returns ``(pe_of_task, RefineStats)``.
+    ``max_evaluations`` stops it after about that many pairs evaluated: a
+    work limit that, unlike ``time_limit``, gives the same result on any
+    machine (checked every PAIR_SLICE pairs)."""
     start = time.perf_counter()
     s = _SwapState(graph, topology, pe_of_task, eps)
     n = graph.n
@@ -230,7 +235,8 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     tol = 1e-12 * max(s.j, 1.0)
     cache: list = []
     if isinstance(topology, Topology) and n > 1:
-        _compiled_search(s, topology, depth, int(ball_cap), rng, cache, tol, start, time_limit, max_passes, stats)
+        _compiled_search(s, topology, depth, int(ball_cap), rng, cache, tol, start, time_limit, max_passes, stats,
+                         max_evaluations)
         stats.j_end = float(mapping_cost(graph, topology, s.pos))
         stats.seconds = time.perf_counter() - start
         return s.pos, stats
@@ -246,7 +252,8 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
                 cv = np.concatenate([carry_v, V[b:b + BATCH]])
                 carry_u, carry_v, n_applied = _run_batch(s, cu, cv, tol, stats)
                 gained += n_applied
-                if time_limit is not None and time.perf_counter() - start > time_limit:
+                if (time_limit is not None and time.perf_counter() - start > time_limit) or \
+                        (max_evaluations is not None and stats.evaluated >= max_evaluations):
                     out_of_time = True
                     break
             if out_of_time:
@@ -262,9 +269,10 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
 
 
 def _compiled_search(s: _SwapState, topology, depth, cap, rng, cache, tol, start, time_limit, max_passes,
-                     stats: RefineStats):
+                     stats: RefineStats, max_evaluations=None):
     """Tree machines: sequential first-improvement passes in compiled code
-    (refine_kernel), the time limit checked between chunks of pairs."""
+    (refine_kernel), the time and work limits checked between slices of
+    pairs."""
     from .refine_kernel import swap_pass, tree_oracle
 
     paths, dist_ext = tree_oracle(topology)
@@ -278,11 +286,15 @@ def _compiled_search(s: _SwapState, topology, depth, cap, rng, cache, tol, start
         stats.passes += 1
         gained = 0
         for U, V in _pass_pairs(s.adj, depth, cap, rng, cache):
-            ev, applied, _ = swap_pass(indptr, indices, w, s.pos, paths, dist_ext, U, V, many, vw, load,
-                                       l_max, tol)
-            stats.evaluated += ev
-            stats.swaps += applied
-            gained += applied
+            step = U.size if max_evaluations is None else PAIR_SLICE
+            for b in range(0, U.size, max(step, 1)):
+                ev, applied, _ = swap_pass(indptr, indices, w, s.pos, paths, dist_ext, U[b:b + step],
+                                           V[b:b + step], many, vw, load, l_max, tol)
+                stats.evaluated += ev
+                stats.swaps += applied
+                gained += applied
+                if max_evaluations is not None and stats.evaluated >= max_evaluations:
+                    return
             if time_limit is not None and time.perf_counter() - start > time_limit:
                 return
         if gained == 0:
@@ -392,7 +404,7 @@ def swap_refine_option_depth(value):
     return value
 
 
-def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, seed: int = 0) -> np.ndarray:
+def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, seed: int = 0):
     """One-to-one swap refinement, quadratic neighbourhood, of a mapping that
     was swap-optimal (``depth="n2"``) before the tasks ``changed`` moved.  A
     pair's gain depends only on the PEs of its two tasks and their
@@ -400,7 +412,9 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     gain: those are searched (all partners), then again around the tasks the
     swaps moved, until none gains.  The result is swap-optimal like a full
     ``swap_refine(depth="n2")``, at O(|active| n) pairs per round instead of
-    n^2 / 2 per pass: the iterated local search of ``auto`` kicks 8 tasks."""
+    n^2 / 2 per pass: the iterated local search of ``auto`` kicks 8 tasks.
+    Returns ``(pe_of_task, pairs evaluated)``: the count is auto's
+    deterministic measure of the work done."""
     from .refine_kernel import swap_pass, tree_oracle
 
     adj = graph.symmetric
@@ -411,6 +425,7 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     n, rng = graph.n, np.random.default_rng(seed)
     tol = 1e-12 * max(float(mapping_cost(graph, topology, pos)), 1.0)
     moved = np.unique(np.asarray(changed, dtype=np.int64))
+    evaluated = 0
     while moved.size:
         edges, _ = _ragged(indptr, moved)
         active = np.union1d(moved, indices[edges])
@@ -421,7 +436,7 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
             V = np.tile(np.arange(n, dtype=np.int64), active.size)
         perm = rng.permutation(U.size)
         before = pos.copy()
-        swap_pass(indptr, indices, w, pos, paths, dist_ext, U[perm], V[perm], False, np.zeros(1), np.zeros(1),
-                  0.0, tol)
+        evaluated += swap_pass(indptr, indices, w, pos, paths, dist_ext, U[perm], V[perm], False, np.zeros(1),
+                               np.zeros(1), 0.0, tol)[0]
         moved = np.flatnonzero(pos != before)
-    return pos
+    return pos, evaluated
