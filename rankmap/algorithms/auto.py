@@ -46,6 +46,7 @@ _TREEMATCH = (0.05, 4e-3, 2e-4)  # TreeMatch with its final refinement: fixed, p
 _PER_STEINER_CALL = 0.2   # Mt-KaHyPar map_onto_graph on one subtree of <= 64 PEs ...
 _PER_STEINER_EDGE = 3e-3  # ... plus this per edge in it (0.4-2.4 s per 64-task call measured)
 _PER_PAIR_EDGE = 5e-8     # compiled swap refinement: one neighbour of one pair looked at
+_PER_SCAN_STEP = 1.2e-8    # refine_around: one task scan costs n * depth + m of these
 _PER_KICK = 4e-4          # one kick's fixed cost (kick, J, pair lists) ...
 _PER_KICK_EDGE = 2e-8     # ... plus this per edge
 _REFINE_PASSES = 4    # typical passes until no gain from a good start
@@ -209,20 +210,21 @@ def iterated_search(graph, topology, pe_of_task, j, *, depth, seed: int, budget:
     rng = np.random.default_rng([seed, 7])
     best_pe, best_j, last_gain = pe_of_task, j, 0
     per_pair = _pair_seconds(graph)
+    per_scan = (graph.n * max(int(topology.max_depth), 1) + graph.symmetric.nnz) * _PER_SCAN_STEP
     per_kick = _PER_KICK + graph.symmetric.nnz * _PER_KICK_EDGE
     spent, r = 0.0, 0
     while (rounds is None or r < rounds) and (budget is None or spent < budget) \
             and r - last_gain < max(PATIENCE, last_gain):
         kicked = kick(graph, best_pe, rng)
         if graph.n <= AROUND_MAX_TASKS:  # best_pe is swap-optimal: search only around the kick
-            cand, evaluated = refine_around(graph, topology, kicked, np.flatnonzero(kicked != best_pe),
+            cand, scans, cj = refine_around(graph, topology, kicked, np.flatnonzero(kicked != best_pe),
                                             seed=seed + r)
+            spent += per_kick + scans * per_scan
         else:
             cand, stats = refine_swaps(graph, topology, kicked, depth=depth, seed=seed + r)
-            evaluated = stats.evaluated
+            spent += per_kick + stats.evaluated * per_pair
+            cj = stats.j_end
         r += 1
-        spent += per_kick + evaluated * per_pair
-        cj = mapping_cost(graph, topology, cand)
         if cj < best_j * (1 - 1e-12):
             best_pe, best_j, last_gain = cand, cj, r
     return best_pe, best_j

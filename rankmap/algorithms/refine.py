@@ -409,34 +409,24 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     was swap-optimal (``depth="n2"``) before the tasks ``changed`` moved.  A
     pair's gain depends only on the PEs of its two tasks and their
     neighbours, so only pairs with a task in ``changed`` or next to it can
-    gain: those are searched (all partners), then again around the tasks the
-    swaps moved, until none gains.  The result is swap-optimal like a full
-    ``swap_refine(depth="n2")``, at O(|active| n) pairs per round instead of
-    n^2 / 2 per pass: the iterated local search of ``auto`` kicks 8 tasks.
-    Returns ``(pe_of_task, pairs evaluated)``: the count is auto's
+    gain: those tasks are scanned against all partners (each takes its best
+    swap), then again around the tasks the swaps moved, until none gains.
+    The result is swap-optimal like a full ``swap_refine(depth="n2")``;
+    each scan costs O(n depth + m) (refine_kernel.best_swaps_around), not
+    O(n (deg + deg) depth): the iterated local search of ``auto`` kicks 8
+    tasks.  Returns ``(pe_of_task, tasks scanned, J)``: the count is auto's
     deterministic measure of the work done."""
-    from .refine_kernel import swap_pass, tree_oracle
+    from .refine_kernel import best_swaps_around, tree_oracle
 
     adj = graph.symmetric
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
     w = np.asarray(adj.data, dtype=np.float64)
     paths, dist_ext = tree_oracle(topology)
     pos = np.asarray(pe_of_task, dtype=np.int64).copy()
-    n, rng = graph.n, np.random.default_rng(seed)
     tol = 1e-12 * max(float(mapping_cost(graph, topology, pos)), 1.0)
     moved = np.unique(np.asarray(changed, dtype=np.int64))
-    evaluated = 0
-    while moved.size:
-        edges, _ = _ragged(indptr, moved)
-        active = np.union1d(moved, indices[edges])
-        if 2 * active.size >= n:  # as many pairs as the whole quadratic neighbourhood: take that
-            U, V = np.triu_indices(n, 1)
-        else:
-            U = np.repeat(active, n)
-            V = np.tile(np.arange(n, dtype=np.int64), active.size)
-        perm = rng.permutation(U.size)
-        before = pos.copy()
-        evaluated += swap_pass(indptr, indices, w, pos, paths, dist_ext, U[perm], V[perm], False, np.zeros(1),
-                               np.zeros(1), 0.0, tol)[0]
-        moved = np.flatnonzero(pos != before)
-    return pos, evaluated
+    edges, _ = _ragged(indptr, moved)
+    active = np.union1d(moved, indices[edges]).astype(np.int64)
+    prio = np.random.default_rng(seed).permutation(graph.n).astype(np.int64)
+    scans, j = best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, tol)
+    return pos, int(scans), float(j)
