@@ -20,6 +20,7 @@ eps = 3% (SharedMap's setting): rankmap auto vs Mt-KaHyPar and Scotch, J and
 max load / L_max.
 
     python benchmarks/quality_peers.py --size small --time-limit 5
+    python benchmarks/quality_peers.py --size small --time-limit 5 --also-limits 0.5,60
 """
 
 from __future__ import annotations
@@ -205,6 +206,10 @@ def one_to_one_methods(args, scotch):
     def ms(g, topo, arities, dists):
         return map_tasks(g, topo, method="multisection", seed=args.seed, preset="fast").pe_of_task, 0
 
+    def auto_at(limit):
+        return lambda g, topo, a, d: (map_tasks(g, topo, method="auto", seed=args.seed,
+                                                time_limit=limit).pe_of_task, 0)
+
     peers = {"mtkahypar": lambda g, t, a, d: mtkahypar_peer(g, a, d, args.seed),
              "kahip+id": lambda g, t, a, d: (np.arange(g.n), 0),
              "greedy": lambda g, t, a, d: (map_tasks(g, t, method="greedy").pe_of_task, 0),
@@ -213,7 +218,8 @@ def one_to_one_methods(args, scotch):
         peers["scotch"] = lambda g, t, a, d: scotch_peer(g, a, d)
     if "treematch" in METHODS:
         peers["treematch"] = lambda g, t, a, d: (map_tasks(g, t, method="treematch").pe_of_task, 0)
-    return {"auto": ours, "ms-fast": ms}, peers
+    extra = {f"auto@{limit:g}": auto_at(limit) for limit in args.also_limits}
+    return {"auto": ours, **extra, "ms-fast": ms}, peers
 
 
 def run_one_to_one(args, scotch):
@@ -353,6 +359,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", choices=list(SIZES), default="small")
     ap.add_argument("--time-limit", type=float, default=5.0, help="auto's budget per instance (s)")
+    ap.add_argument("--also-limits", type=lambda v: [float(x) for x in v.split(",") if x], default=[],
+                    help="comma-separated further budgets for auto, one column each (e.g. 0.5,60: "
+                         "a fast setting and a long near-optimal reference)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-traffic", dest="traffic", action="store_false")
     ap.add_argument("--many", action="store_true", help="also run the many-to-one comparison")

@@ -2,10 +2,13 @@
 
 n = 2^10 ... 2^max tasks of a 2-D periodic stencil (a generated mesh, degree
 4) mapped one-to-one onto S = 4:16:(n/64), D = 1:10:100 with multisection
-(KaHIP fast) and then swap refinement N_C^10.  Each size runs in a fresh
+(KaHIP fast) and then swap refinement N_C^10, then with ``auto`` at a fixed
+budget (``--auto-limit``: does it keep to it at every size, and how much
+lower is its J than multisection + refinement).  Each size runs in a fresh
 process so its peak memory (ru_maxrss) is its own.  Prints time per phase,
-pairs evaluated per second (the refinement hot loop), peak memory, and
-time / (n + m) to show O(n + m) growth; saves a plot.
+pairs evaluated per second (the refinement hot loop), peak memory after
+multisection + refinement and after auto, and time / (n + m) to show
+O(n + m) growth; saves a plot.
 
     python benchmarks/quality_scale.py --max-log2 14
 """
@@ -24,12 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def one_size(log2n: int) -> dict:
+def one_size(log2n: int, auto_limit: float) -> dict:
     import numpy as np
     import scipy.sparse as sp
 
     from rankmap.algorithms import map_tasks
     from rankmap.algorithms.refine import refine_swaps
+    from rankmap.cost import mapping_cost
     from rankmap.graph import CommGraph
     from rankmap.topology.hierarchy import hierarchy_topology
 
@@ -47,7 +51,12 @@ def one_size(log2n: int) -> dict:
     pe = map_tasks(g, topo, method="multisection", preset="fast").pe_of_task
     t_ms = time.perf_counter() - t
     _, st = refine_swaps(g, topo, pe, depth=10)
+    peak_ms = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t = time.perf_counter()
+    auto_pe = map_tasks(g, topo, method="auto", time_limit=auto_limit).pe_of_task
+    t_auto = time.perf_counter() - t
     return {"n": n, "m": int(g.symmetric.nnz), "multisection_s": t_ms, "refine_s": st.seconds,
+            "auto_s": t_auto, "auto_gain": 1 - mapping_cost(g, topo, auto_pe) / st.j_end, "peak_ms_mb": peak_ms,
             "passes": st.passes, "pairs": st.evaluated, "pairs_per_s": st.evaluated_per_s,
             "gain": 1 - st.j_end / st.j_start,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -57,24 +66,26 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--min-log2", type=int, default=10)
     ap.add_argument("--max-log2", type=int, default=16)
+    ap.add_argument("--auto-limit", type=float, default=10.0, help="auto's --time-limit at every size")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--plot", default="benchmarks/results/quality_scale.png")
     args = ap.parse_args(argv)
     if args.one is not None:
-        print(json.dumps(one_size(args.one)))
+        print(json.dumps(one_size(args.one, args.auto_limit)))
         return 0
     print("load average:", Path("/proc/loadavg").read_text().strip())
     print(f"{'n':>7} {'m':>8} {'multisect s':>11} {'refine s':>9} {'passes':>6} {'pairs/s':>10} "
-          f"{'gain':>6} {'peak MB':>8} {'us/(n+m)':>9}")
+          f"{'gain':>6} {'MB ms+ref':>9} {'us/(n+m)':>9} {'auto s':>7} {'vs ms+ref':>9} {'peak MB':>8}")
     results = []
     for k in range(args.min_log2, args.max_log2 + 1):
-        out = subprocess.run([sys.executable, __file__, "--one", str(k)], capture_output=True, text=True,
-                             check=True, cwd=ROOT)
+        out = subprocess.run([sys.executable, __file__, "--one", str(k), "--auto-limit", str(args.auto_limit)],
+                             capture_output=True, text=True, check=True, cwd=ROOT)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         results.append(r)
         per = (r["multisection_s"] + r["refine_s"]) / (r["n"] + r["m"]) * 1e6
         print(f"{r['n']:>7} {r['m']:>8} {r['multisection_s']:>11.2f} {r['refine_s']:>9.2f} {r['passes']:>6} "
-              f"{r['pairs_per_s']:>10.3g} {r['gain'] * 100:>5.1f}% {r['peak_mb']:>8.0f} {per:>9.1f}", flush=True)
+              f"{r['pairs_per_s']:>10.3g} {r['gain'] * 100:>5.1f}% {r['peak_ms_mb']:>9.0f} {per:>9.1f} "
+              f"{r['auto_s']:>7.2f} {r['auto_gain'] * 100:>8.2f}% {r['peak_mb']:>8.0f}", flush=True)
     print("load average:", Path("/proc/loadavg").read_text().strip())
     if args.plot:
         import matplotlib
@@ -86,6 +97,7 @@ def main(argv=None) -> int:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ax.loglog(n, [r["multisection_s"] for r in results], "o-", label="multisection (KaHIP fast)")
         ax.loglog(n, [r["refine_s"] for r in results], "s-", label="swap refinement N_C^10")
+        ax.loglog(n, [r["auto_s"] for r in results], "d-", label=f"auto (--time-limit {args.auto_limit:g})")
         ax.loglog(n, [r["peak_mb"] / 1000 for r in results], "^--", label="peak memory (GB)")
         ax.set_xlabel("tasks n")
         ax.set_ylabel("seconds")

@@ -1,27 +1,37 @@
 """``auto``: the strongest combination that fits a time budget, best J kept.
 
-The plan is a list of (start method, options) runs, each followed by swap
-refinement, cheap first: multisection fast with KaHIP, the given
-order (identity: when the tasks are blocks numbered by a recursive
-bisection, as in model creation, it is often the best start), multisection
-fast with Mt-KaHyPar (1 thread), GreedyAllC, TreeMatch when it is
-registered, multisection eco with both backends, multisection with
-Mt-KaHyPar's own mapping (``map_onto_graph``, Steiner-tree objective) on
-the subtrees of at most 64 PEs (0.5-7 s for 64 PEs: it comes late, as its
-refined result rarely beats the cheap starts refined, measured on the
-tiny/small benchmark sets), strong with both backends, then strong with
-further seeds.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
-on some many-to-one instances, KaHIP's on others), hence both.  What time
-is left goes to an iterated local search on the best mapping (one-to-one).  Runs join the plan while their *estimated* cost (a
-work model in tasks, edges and tree nodes, calibrated on a 2-core machine)
-fits ``time_limit``; the first run always happens.  Because the plan depends
-only on the instance, the seed and the budget, never on the clock, auto is
-deterministic for a given seed and budget; the budget is a target, not a
-hard deadline; auto also stops early, still deterministically, once the
-later starts or the kicks stop lowering J (a count, not the clock).  The
-given order is always a candidate (unrefined when the
-budget leaves no room), so auto never returns a higher J than it.  On a
-mesh or torus the tree methods do not apply and auto is ``mesh_auto``.
+Starts, each followed by swap refinement, cheap first: multisection fast
+with KaHIP, the given order (identity: when the tasks are blocks numbered
+by a recursive bisection, as in model creation, it is often the best
+start), multisection fast with Mt-KaHyPar (1 thread), GreedyAllC,
+multisection eco with both backends, TreeMatch when it is registered (its
+refined result mostly equals the given order's on the benchmark models
+and it costs 0.5-1 s at 128-512 tasks, so it comes after the eco starts),
+multisection with Mt-KaHyPar's own mapping (``map_onto_graph``,
+Steiner-tree objective, 0.4-2.4 s per subtree of 64 PEs) on the subtrees
+of at most 64 PEs, strong with both backends, then strong with further
+seeds.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
+on some many-to-one instances, KaHIP's on others), hence both.  What the
+budget leaves goes to an iterated local search on the best mapping
+(one-to-one): kick 8 connected tasks, refine around them
+(``refine_around``), keep when J drops.
+
+Budget and determinism: a work model (tasks, edges, tree nodes; calibrated
+on the shared 2-core development machine) prices every start before it
+runs, and the refinement and search work actually done is counted (pairs
+evaluated, tasks scanned) and priced by the same model.  A start runs only
+while the estimated time spent plus its cost fits ``time_limit`` (the
+first always runs; when the budget cannot pay for a multisection the given
+order goes first), and refinement stops when the pairs the budget has left
+are used.  Nothing reads the clock, so the result depends only on the
+instance, the seed and the budget; the wall time follows the budget as far
+as the machine matches the model.  auto also stops when it has converged:
+after the first three starts, two in a row without a gain end the starts;
+the search ends once the kicks without a gain reach max(PATIENCE, the
+kicks made up to the last gain).  The given order is always a candidate
+(unrefined when the budget leaves no room), so auto never returns a higher
+J than it.  On a mesh or torus the tree methods do not apply and auto is
+``mesh_auto``.
 """
 
 from __future__ import annotations
@@ -103,8 +113,8 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
     treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
     runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
-            ("greedy_allc", {"seed": seed}, greedy_cost), ("treematch", {"seed": seed}, treematch_cost),
-            ms("kahip", "eco", seed), ms("mtkahypar", "eco", seed), ms("mtkahypar", "eco", seed, True),
+            ("greedy_allc", {"seed": seed}, greedy_cost), ms("kahip", "eco", seed), ms("mtkahypar", "eco", seed),
+            ("treematch", {"seed": seed}, treematch_cost), ms("mtkahypar", "eco", seed, True),
             ms("kahip", "strong", seed), ms("mtkahypar", "strong", seed)]
     runs += [ms(b, "strong", seed + i) for i in range(1, 5) for b in ("kahip", "mtkahypar")]
     return [r for r in runs if r[0] in METHODS]
