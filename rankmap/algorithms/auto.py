@@ -127,7 +127,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     refine = _refine_cost(graph)
     chosen, spent = [], 0.0
-    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, refine):
+    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget):
         if chosen and spent + cost + refine > budget:
             continue
         chosen.append((name, opts))
@@ -135,11 +135,11 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     return chosen, spent
 
 
-def _ordered(runs, budget: float, refine: float):
+def _ordered(runs, budget: float):
     """The candidates in the order auto tries them: when the budget cannot
-    even pay for the first (a multisection and its refinement), the given
-    order goes first (no partitioning: only its refinement costs)."""
-    if runs and runs[0][2] + refine > budget:
+    even pay for the first multisection, the given order goes first (no
+    partitioning: only its refinement, which the budget limits, costs)."""
+    if runs and runs[0][2] > budget:
         runs = sorted(runs, key=lambda r: r[2] > 0)  # stable: the zero-cost identity first
     return runs
 
@@ -159,19 +159,19 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
     depth = _refine_depth(graph.n)
     refine, per_pair = _refine_cost(graph), _pair_seconds(graph)
     spent, idle, tried = 0.0, 0, 0
-    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, refine):
+    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget):
         if tried and spent + cost + refine > budget:
             continue  # estimated not to fit: a cheaper later one still may
         if tried >= DIVERSE_STARTS and idle >= START_PATIENCE:
             break  # converged: the stronger presets keep finding the same J
         opts = dict(opts)
         run_seed = opts.pop("seed")
-        tried += 1
         spent += cost
         try:
             pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, eps=eps, **opts))
         except ValueError:
-            continue  # e.g. a greedy method that cannot place weighted tasks
+            continue  # e.g. a greedy method that cannot place weighted tasks: the next one counts as first
+        tried += 1
         # refinement work: what the budget has left, counted in pairs (deterministic)
         limit = max(int((budget - spent) / per_pair), graph.n)
         pe, stats = refine_swaps(graph, topology, pe, depth=depth, seed=run_seed, eps=eps, max_evaluations=limit)
