@@ -45,7 +45,6 @@ from .refine import refine_around, refine_swaps
 
 DEFAULT_TIME_LIMIT = 10.0
 N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
-AROUND_MAX_TASKS = 4096  # kicks refined around the kick (all partners) up to this many tasks
 
 # seconds per unit of work, measured on the development machine (2 cores,
 # shared: scaled to an idle core)
@@ -183,8 +182,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
     if best_pe is None:
         raise ValueError("auto: no candidate method could map this instance")
     if eps is None and graph.n <= topology.n_pes:  # kicks permute PEs: one-to-one only
-        best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, depth=depth, seed=seed,
-                                          budget=budget - spent)
+        best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent)
     return best_pe
 
 
@@ -209,7 +207,7 @@ def kick(graph, pe_of_task, rng: np.random.Generator, size: int = KICK_TASKS) ->
     return out
 
 
-def iterated_search(graph, topology, pe_of_task, j, *, depth, seed: int, budget: float | None = None,
+def iterated_search(graph, topology, pe_of_task, j, *, seed: int, budget: float | None = None,
                     rounds: int | None = None):
     """Iterated local search: kick the best mapping, refine, keep it when J
     drops.  Stops when the work done (pairs evaluated and kicks, priced by
@@ -219,21 +217,17 @@ def iterated_search(graph, topology, pe_of_task, j, *, depth, seed: int, budget:
     clock, so the result is deterministic."""
     rng = np.random.default_rng([seed, 7])
     best_pe, best_j, last_gain = pe_of_task, j, 0
-    per_pair = _pair_seconds(graph)
     per_scan = (graph.n * max(int(topology.max_depth), 1) + graph.symmetric.nnz) * _PER_SCAN_STEP
     per_kick = _PER_KICK + graph.symmetric.nnz * _PER_KICK_EDGE
     spent, r = 0.0, 0
     while (rounds is None or r < rounds) and (budget is None or spent < budget) \
             and r - last_gain < max(PATIENCE, last_gain):
         kicked = kick(graph, best_pe, rng)
-        if graph.n <= AROUND_MAX_TASKS:  # best_pe is swap-optimal: search only around the kick
-            cand, scans, cj = refine_around(graph, topology, kicked, np.flatnonzero(kicked != best_pe),
-                                            seed=seed + r)
-            spent += per_kick + scans * per_scan
-        else:
-            cand, stats = refine_swaps(graph, topology, kicked, depth=depth, seed=seed + r)
-            spent += per_kick + stats.evaluated * per_pair
-            cj = stats.j_end
+        # best_pe is swap-optimal (or nearly, beyond N2_MAX_TASKS): search only around the kick
+        cap = None if budget is None else int((budget - spent) / per_scan) + 1
+        cand, scans, cj = refine_around(graph, topology, kicked, np.flatnonzero(kicked != best_pe),
+                                        seed=seed + r, max_scans=cap)
+        spent += per_kick + scans * per_scan
         r += 1
         if cj < best_j * (1 - 1e-12):
             best_pe, best_j, last_gain = cand, cj, r

@@ -404,7 +404,8 @@ def swap_refine_option_depth(value):
     return value
 
 
-def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, seed: int = 0):
+def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, seed: int = 0,
+                  max_scans: int | None = None):
     """One-to-one swap refinement, quadratic neighbourhood, of a mapping that
     was swap-optimal (``depth="n2"``) before the tasks ``changed`` moved.  A
     pair's gain depends only on the PEs of its two tasks and their
@@ -414,8 +415,10 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     The result is swap-optimal like a full ``swap_refine(depth="n2")``;
     each scan costs O(n depth + m) (refine_kernel.best_swaps_around), not
     O(n (deg + deg) depth): the iterated local search of ``auto`` kicks 8
-    tasks.  Returns ``(pe_of_task, tasks scanned, J)``: the count is auto's
-    deterministic measure of the work done."""
+    tasks.  ``max_scans`` caps the scans (a work limit: the result is then
+    better, not necessarily swap-optimal).  Returns ``(pe_of_task, tasks
+    scanned, J)``: the count is auto's deterministic measure of the work
+    done."""
     from .refine_kernel import best_swaps_around, tree_oracle
 
     adj = graph.symmetric
@@ -428,5 +431,6 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     edges, _ = _ragged(indptr, moved)
     active = np.union1d(moved, indices[edges]).astype(np.int64)
     prio = np.random.default_rng(seed).permutation(graph.n).astype(np.int64)
-    scans, j = best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, tol)
+    cap = np.iinfo(np.int64).max if max_scans is None else max(int(max_scans), 1)
+    scans, j = best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, tol, cap)
     return pos, int(scans), float(j)

@@ -110,7 +110,7 @@ def _gamma_of(indptr, indices, w, pos, paths, dist_ext, t):
 
 
 @njit(cache=True, nogil=True)
-def best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, tol):
+def best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, tol, max_scans):
     """One-to-one swap search around ``active`` tasks, all partners, best
     partner per task.  For a task u every swap gain is O(1) after O(n depth
     + m) shared work: y[x] = D(p_u, p_x) for all x, the matrix-vector
@@ -120,7 +120,7 @@ def best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, to
     2 S_uv D(p_u, p_v).  Tasks are scanned in ``prio`` order; a task that
     gains swaps with its best partner; the moved tasks and their neighbours
     are scanned again until a round moves nothing (then no pair with a task
-    scanned in the last round gains).  Updates ``pos``; returns the number
+    scanned in the last round gains) or after ``max_scans`` scans.  Updates ``pos``; returns the number
     of task scans and J of the result (half the sum of the contributions
     Gamma)."""
     n = pos.size
@@ -141,6 +141,8 @@ def best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, to
         stamp += 1
         moved_list = []
         for u in order:
+            if scans >= max_scans:
+                return scans, 0.5 * gamma.sum()
             pu = pos[u]
             scans += 1
             for x in range(n):
