@@ -133,7 +133,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     refine = _refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
-    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget):
+    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, graph.n):
         if chosen and spent + cost + refine > budget:
             continue
         chosen.append((name, opts))
@@ -141,11 +141,14 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     return chosen, spent
 
 
-def _ordered(runs, budget: float):
+def _ordered(runs, budget: float, n: int):
     """The candidates in the order auto tries them: when the budget cannot
-    even pay for the first multisection, the given order goes first (no
-    partitioning: only its refinement, which the budget limits, costs)."""
-    if runs and runs[0][2] > budget:
+    even pay for the first multisection of a small instance (up to
+    N2_MAX_TASKS), the given order goes first (no partitioning: only its
+    refinement, which the budget limits, costs).  A larger instance always
+    starts with the multisection: refining an arbitrary given order of
+    2^15 tasks within a few seconds leaves J several times higher."""
+    if runs and runs[0][2] > budget and n <= N2_MAX_TASKS:
         runs = sorted(runs, key=lambda r: r[2] > 0)  # stable: the zero-cost identity first
     return runs
 
@@ -164,7 +167,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     refine = _refine_cost(graph, topology, eps is None and graph.n <= topology.n_pes)
     spent, idle, tried = 0.0, 0, 0
-    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget):
+    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, graph.n):
         if tried and spent + cost + refine > budget:
             continue  # estimated not to fit: a cheaper later one still may
         if tried >= DIVERSE_STARTS and idle >= START_PATIENCE:
@@ -176,8 +179,10 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
             pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, eps=eps, **opts))
         except ValueError:
             continue  # e.g. greedy cannot place weighted tasks: the next start counts as first
+        # the first start gets at least about one refinement pass, whatever the budget
+        floor = refine / _REFINE_PASSES if not tried else 0.0
         tried += 1
-        pe, work = _refine_start(graph, topology, pe, budget - spent, run_seed, eps)
+        pe, work = _refine_start(graph, topology, pe, max(budget - spent, floor), run_seed, eps)
         spent += work
         j = mapping_cost(graph, topology, pe)
         idle = 0 if j < best_j * (1 - 1e-9) else idle + 1
