@@ -126,17 +126,20 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     return [r for r in runs if r[0] in METHODS]
 
 
-def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list[tuple[str, dict]], float]:
-    """The starts auto makes for this instance and budget, in order, and
-    their estimated seconds, as far as the estimates tell before any run
-    (auto itself counts the refinement work actually done)."""
+def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list[tuple[str, dict, float]], float]:
+    """The starts auto may make for this instance and budget, in order,
+    each with its estimated seconds, and their estimated total with the
+    refinements: the estimates alone decide, before any run.  auto runs
+    them in this order and skips one that no longer fits once the counted
+    refinement work is known."""
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     refine = _refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
     for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, graph.n):
-        if chosen and spent + cost + refine > budget:
+        # the given order cannot place weighted tasks: it never counts as the first start
+        if any(c[0] != "identity" for c in chosen) and spent + cost + refine > budget:
             continue
-        chosen.append((name, opts))
+        chosen.append((name, opts, cost))
         spent += cost + refine
     return chosen, spent
 
@@ -167,9 +170,10 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     refine = _refine_cost(graph, topology, eps is None and graph.n <= topology.n_pes)
     spent, idle, tried = 0.0, 0, 0
-    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, graph.n):
+    starts, _ = plan(graph, topology, time_limit, seed)
+    for name, opts, cost in starts:
         if tried and spent + cost + refine > budget:
-            continue  # estimated not to fit: a cheaper later one still may
+            continue  # the counted work left no room: a cheaper later one still may fit
         if tried >= DIVERSE_STARTS and idle >= START_PATIENCE:
             break  # converged: the stronger presets keep finding the same J
         opts = dict(opts)
