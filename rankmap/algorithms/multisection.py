@@ -31,7 +31,7 @@ from ..graph import CommGraph
 from ..mapping import DEFAULT_EPS, balance_report
 from ..topology import Topology
 from . import register
-from .partition import mtkahypar_map, partition_graph, repair_balance
+from .partition import BACKENDS, mtkahypar_map, partition_graph, repair_balance
 
 
 def _height(topology: Topology) -> np.ndarray:
@@ -60,11 +60,33 @@ def _task_counts(n_tasks: int, pes: np.ndarray) -> np.ndarray:
     return counts
 
 
+def _tries(top_tries: int, distance: float, top_distance: float) -> int:
+    """Partitions tried for a sub-problem: ``top_tries`` where a cut edge
+    costs the most, scaled down with the distance of the level (a cut at
+    distance 1 under a top level at 100 gets one try)."""
+    if top_tries <= 1 or top_distance <= 0:
+        return 1
+    return max(1, int(round(top_tries * float(distance) / top_distance)))
+
+
+def _cut(adj, block: np.ndarray) -> float:
+    rows = np.repeat(np.arange(adj.shape[0]), np.diff(adj.indptr))
+    return float(adj.data[block[rows] != block[adj.indices]].sum())
+
+
 def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      eps: float | None = None, backend: str = "kahip", preset: str = "eco",
-                     threads: int = 1, steiner: bool = False) -> np.ndarray:
+                     threads: int = 1, steiner: bool = False, tries: int = 1) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
-    ``topology`` (see the module docstring)."""
+    ``topology`` (see the module docstring).  With ``tries`` > 1 every
+    sub-problem is partitioned several times (further seeds; with
+    ``backend="both"`` KaHIP and Mt-KaHyPar in turn) and the smallest cut
+    kept, ``tries`` times at the most expensive level, proportionally fewer
+    where a cut edge costs less: the top levels carry most of J."""
+    if backend not in BACKENDS + ("both",):
+        raise ValueError(f"unknown partitioning backend {backend!r}; choose from {', '.join(BACKENDS + ('both',))}")
+    if steiner and backend == "both":
+        backend = "mtkahypar"
     n, k = graph.n, topology.n_pes
     one_to_one = eps is None and n <= k
     if eps is None and not one_to_one:
@@ -74,6 +96,8 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     total = float(w.sum())
     l_max = None if one_to_one else balance_report(np.zeros(0, dtype=np.int64), w, k, eps)["L_max"]
     height = _height(topology)
+    splits = np.diff(topology.child_ptr) > 1  # nodes with one child split nothing
+    top_distance = float(topology.node_distance[splits].max(initial=0.0))
     pe_of_task = np.full(n, -1, dtype=np.int64)
     queue = deque([(topology.root, np.arange(n, dtype=np.int64))])
     sub_seed = int(seed)
@@ -116,15 +140,22 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
             capacity = np.minimum(capacity, l_max * pes)
             targets = pes
         live = targets > 0
-        block = np.zeros(tasks.size, dtype=np.int64)
         if live.sum() > 1:
-            raw = partition_graph(adj, ws, targets[live], sub_eps, backend=backend, preset=preset,
-                                  seed=sub_seed, threads=threads)
-            block = np.flatnonzero(live)[raw]
+            n_tries = _tries(tries, topology.node_distance[node], top_distance)
+            best_cut = np.inf
+            for t in range(n_tries):
+                run_backend = BACKENDS[t % 2] if backend == "both" else backend
+                raw = partition_graph(adj, ws, targets[live], sub_eps, backend=run_backend, preset=preset,
+                                      seed=sub_seed, threads=threads)
+                sub_seed += 1
+                cand = repair_balance(adj, ws, np.flatnonzero(live)[raw], capacity)
+                cut = _cut(adj, cand)
+                if cut < best_cut:
+                    block, best_cut = cand, cut
         else:
-            block[:] = int(np.flatnonzero(live)[0])
-        sub_seed += 1
-        block = repair_balance(adj, ws, block, capacity)
+            block = repair_balance(adj, ws, np.full(tasks.size, int(np.flatnonzero(live)[0]), dtype=np.int64),
+                                   capacity)
+            sub_seed += 1
         order = np.argsort(block, kind="stable")
         bounds = np.searchsorted(block[order], np.arange(children.size + 1))
         for i, child in enumerate(children.tolist()):
@@ -133,10 +164,12 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
 
 
 @register("multisection", "top-down hierarchical multisection with KaHIP or Mt-KaHyPar "
-                          "(options: backend=kahip|mtkahypar, preset=fast|eco|strong, threads, "
-                          "steiner=true: Mt-KaHyPar's own mapping on subtrees of <= 64 PEs)")
+                          "(options: backend=kahip|mtkahypar|both, preset=fast|eco|strong, threads, "
+                          "steiner=true: Mt-KaHyPar's own mapping on subtrees of <= 64 PEs, "
+                          "tries=N: best cut of N partitions at the top level, fewer below)")
 def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
-                 steiner=False, **_):
+                 steiner=False, tries=1, **_):
     return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
-                            preset=str(preset), threads=int(threads), steiner=str(steiner).strip().lower() in ("1", "true", "yes", "on"))
+                            preset=str(preset), threads=int(threads), steiner=str(steiner).strip().lower() in ("1", "true", "yes", "on"),
+                            tries=int(tries))
 

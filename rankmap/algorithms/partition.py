@@ -123,7 +123,12 @@ def _mtkahypar(adj, weights, targets, eps, preset, seed, threads):
     ctx.set_partitioning_parameters(int(targets.size), float(max(eps, 0.0)), mtkahypar.Objective.CUT)
     vw = integer_weights(weights)
     total = int(vw.sum())
-    caps = np.floor((1 + max(eps, 0.0)) * total * targets / targets.sum() + 1e-9).astype(np.int64)
+    share = total * targets / targets.sum()
+    # never below the exact share rounded up: with eps ~ 0 and a total that
+    # targets do not divide, floored caps sum below c(V) and Mt-KaHyPar
+    # refuses the instance ("sum of individual part weights is less than
+    # the total"); repair_balance enforces the real bounds afterwards
+    caps = np.maximum(np.floor((1 + max(eps, 0.0)) * share + 1e-9), np.ceil(share - 1e-9)).astype(np.int64)
     ctx.set_individual_target_block_weights(np.maximum(caps, 1).tolist())
     mtkahypar.set_seed(int(seed))
     upper = sp.triu(adj, k=1).tocoo()
