@@ -98,6 +98,22 @@ def test_tries_keep_the_smallest_top_cut_within_balance():
         multisection_map(g, topo, eps=0.03, backend="metis")
 
 
+def test_slack_by_distance_and_fast_below_stay_within_l_max():
+    g = weighted_grid(24, 24)
+    topo = hierarchy_topology([4, 2, 2], [1, 10, 100])
+    for slack in (False, True):
+        pe = multisection_map(g, topo, eps=0.03, preset="fast", fast_below=0.05, slack_by_distance=slack)
+        validate_mapping(pe, g, topo, eps=0.03)
+
+
+def test_deterministic_mtkahypar_repeats_itself():
+    g = weighted_grid(20, 20)
+    topo = hierarchy_topology([2, 2, 4], [1, 10, 100])
+    runs = [multisection_map(g, topo, eps=0.03, backend="mtkahypar", preset="fast", deterministic=True)
+            for _ in range(2)]
+    assert np.array_equal(*runs)
+
+
 def test_auto_many_to_one_plan_and_result():
     g = weighted_grid(20, 20)
     topo = hierarchy_topology([2, 2, 4], [1, 10, 100])
@@ -105,8 +121,10 @@ def test_auto_many_to_one_plan_and_result():
     assert len(runs) == 1 and spent > 0  # the first run always happens
     runs, _ = plan_many(g, topo, 60.0)
     assert {r["backend"] for r in runs} == {"kahip", "mtkahypar", "both"}
-    a = map_tasks(g, topo, method="auto", eps=0.03, seed=1, time_limit=0.3).pe_of_task
-    b = map_tasks(g, topo, method="auto", eps=0.03, seed=1, time_limit=0.3).pe_of_task
+    budget = 1.0
+    assert "mtkahypar" in {r["backend"] for r in plan_many(g, topo, budget)[0]}
+    a = map_tasks(g, topo, method="auto", eps=0.03, seed=1, time_limit=budget).pe_of_task
+    b = map_tasks(g, topo, method="auto", eps=0.03, seed=1, time_limit=budget).pe_of_task
     assert np.array_equal(a, b)  # deterministic per seed and budget
     first = multisection_map(g, topo, eps=0.03, **runs[0])
     assert mapping_cost(g, topo, a) <= mapping_cost(g, topo, first)
