@@ -126,7 +126,10 @@ def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
         pass
     runs, _ = plan_many(graph, topology, time_limit, seed)
     for opts in runs:
-        pe = multisection_map(graph, topology, eps=eps, threads=1, **opts)
+        try:
+            pe = multisection_map(graph, topology, eps=eps, threads=1, **opts)
+        except ValueError:  # e.g. a partition no repair can fit under L_max: the other runs may
+            continue
         pe = move_refine(graph, topology, pe, eps=eps, seed=opts["seed"])
         j = mapping_cost(graph, topology, pe)
         if j < best_j:
