@@ -58,7 +58,8 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     One-to-one when ``graph.n <= topology.n_pes`` and ``eps`` is None;
     otherwise many-to-one with PE loads within (1 + eps) of balance.
     Option ``refine=True`` (``refine_depth=d``) passes the method's result
-    through swap refinement (``refine.swap_refine``)."""
+    through swap refinement (``refine.swap_refine``), ``refine="moves"``
+    through move refinement (``move_refine.move_refine``, tree topologies)."""
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
     if graph.n > topology.n_pes and eps is None:
@@ -73,7 +74,11 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     refine_depth = options.pop("refine_depth", None)
     start = time.perf_counter()
     pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, **options)
-    if refine:  # any method's result may go through swap refinement
+    if isinstance(refine, str) and refine.strip().lower() == "moves":  # many-to-one: single-task moves
+        from .move_refine import move_refine
+
+        pe = move_refine(graph, topology, pe, seed=seed, eps=eps, time_limit=options.get("time_limit"))
+    elif refine:  # any method's result may go through swap refinement
         from .refine import refine_option, swap_refine_option_depth, swap_refine
 
         if refine_option(refine):

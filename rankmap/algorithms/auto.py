@@ -163,6 +163,10 @@ def _ordered(runs, budget: float, n: int):
 def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
     if not isinstance(topology, Topology):  # a mesh/torus: the tree methods do not apply
         return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, **options)
+    if eps is not None or graph.n > topology.n_pes:  # many tasks per PE: a portfolio of its own
+        from .auto_many import auto_many
+
+        return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit)
     try:
         best_pe = np.asarray(METHODS["identity"].fn(graph, topology, seed=seed, eps=eps))
         best_j = mapping_cost(graph, topology, best_pe)

@@ -31,7 +31,7 @@ from ..graph import CommGraph
 from ..mapping import DEFAULT_EPS, balance_report
 from ..topology import Topology
 from . import register
-from .partition import mtkahypar_map, partition_graph, repair_balance
+from .partition import BACKENDS, mtkahypar_map, partition_graph, repair_balance
 
 
 def _height(topology: Topology) -> np.ndarray:
@@ -60,11 +60,58 @@ def _task_counts(n_tasks: int, pes: np.ndarray) -> np.ndarray:
     return counts
 
 
+def _distance_below(topology: Topology) -> np.ndarray:
+    """Sum of the distances of the splitting levels from every node down
+    (the largest over its children): what a task's cut edges can cost below."""
+    splits = np.diff(topology.child_ptr) > 1
+    below = np.where(splits, topology.node_distance, 0.0).astype(np.float64)
+    depth, parent = topology.node_depth, topology.parent
+    deepest = np.zeros(topology.n_nodes)
+    for d in range(topology.max_depth, 0, -1):
+        nodes = np.flatnonzero(depth == d)
+        np.maximum.at(deepest, parent[nodes], below[nodes] + deepest[nodes])
+    return below + deepest
+
+
+def _tries(top_tries: int, distance: float, top_distance: float) -> int:
+    """Partitions tried for a sub-problem: ``top_tries`` where a cut edge
+    costs the most, scaled down with the distance of the level (a cut at
+    distance 1 under a top level at 100 gets one try)."""
+    if top_tries <= 1 or top_distance <= 0:
+        return 1
+    return max(1, int(round(top_tries * float(distance) / top_distance)))
+
+
+def _cut(adj, block: np.ndarray) -> float:
+    rows = np.repeat(np.arange(adj.shape[0]), np.diff(adj.indptr))
+    return float(adj.data[block[rows] != block[adj.indices]].sum())
+
+
 def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      eps: float | None = None, backend: str = "kahip", preset: str = "eco",
-                     threads: int = 1, steiner: bool = False) -> np.ndarray:
+                     threads: int = 1, steiner: bool = False, tries: int = 1,
+                     fast_below: float = 0.0, deterministic: bool = False,
+                     slack_by_distance: bool = False) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
-    ``topology`` (see the module docstring)."""
+    ``topology`` (see the module docstring).  With ``tries`` > 1 every
+    sub-problem is partitioned several times (further seeds; with
+    ``backend="both"`` KaHIP and Mt-KaHyPar in turn) and the smallest cut
+    kept, ``tries`` times at the most expensive level, proportionally fewer
+    where a cut edge costs less: the top levels carry most of J.  Likewise
+    sub-problems whose cut costs less than ``fast_below`` times the top
+    level's (e.g. 0.05: the cores of a socket under 1:10:100) use the fast
+    preset: there most calls are made and least of J is decided.
+    ``deterministic`` asks Mt-KaHyPar for its deterministic presets (its
+    others differ from call to call, see partition.py).
+    ``slack_by_distance`` (many-to-one): instead of Lemma 5.1's equal
+    factor per level, a sub-problem may use the share d / (d + distances
+    of the levels below) of the room that L_max leaves it, so an expensive
+    top cut gets most of the imbalance and the cheap levels below split
+    nearly evenly; the final loads stay within L_max either way."""
+    if backend not in BACKENDS + ("both",):
+        raise ValueError(f"unknown partitioning backend {backend!r}; choose from {', '.join(BACKENDS + ('both',))}")
+    if steiner and backend == "both":
+        backend = "mtkahypar"
     n, k = graph.n, topology.n_pes
     one_to_one = eps is None and n <= k
     if eps is None and not one_to_one:
@@ -74,6 +121,9 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     total = float(w.sum())
     l_max = None if one_to_one else balance_report(np.zeros(0, dtype=np.int64), w, k, eps)["L_max"]
     height = _height(topology)
+    below = _distance_below(topology)
+    splits = np.diff(topology.child_ptr) > 1  # nodes with one child split nothing
+    top_distance = float(topology.node_distance[splits].max(initial=0.0))
     pe_of_task = np.full(n, -1, dtype=np.int64)
     queue = deque([(topology.root, np.arange(n, dtype=np.int64))])
     sub_seed = int(seed)
@@ -107,8 +157,13 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
             targets, sub_eps, capacity = counts, 0.0, counts.astype(np.float64)
         else:
             c_sub = float(ws.sum())
-            ratio = (1 + eps) * pes.sum() * total / (k * max(c_sub, 1e-300))
-            sub_eps = max(ratio ** (1.0 / int(height[node])) - 1.0, 0.0)
+            if slack_by_distance:  # the room L_max leaves, shared out by what a cut costs
+                ratio = l_max * pes.sum() / max(c_sub, 1e-300)
+                share = topology.node_distance[node] / max(below[node], 1e-300)
+            else:  # SharedMap Lemma 5.1: the same factor at every level
+                ratio = (1 + eps) * pes.sum() * total / (k * max(c_sub, 1e-300))
+                share = 1.0 / int(height[node])
+            sub_eps = max(ratio ** share - 1.0, 0.0)
             capacity = (1 + sub_eps) * c_sub * pes / pes.sum()
             # the Lemma's bound is continuous: with whole tasks allow one more
             # heaviest task when it is tight, but never more than L_max per PE
@@ -116,15 +171,23 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
             capacity = np.minimum(capacity, l_max * pes)
             targets = pes
         live = targets > 0
-        block = np.zeros(tasks.size, dtype=np.int64)
         if live.sum() > 1:
-            raw = partition_graph(adj, ws, targets[live], sub_eps, backend=backend, preset=preset,
-                                  seed=sub_seed, threads=threads)
-            block = np.flatnonzero(live)[raw]
+            n_tries = _tries(tries, topology.node_distance[node], top_distance)
+            run_preset = "fast" if topology.node_distance[node] < fast_below * top_distance else preset
+            best_cut = np.inf
+            for t in range(n_tries):
+                run_backend = BACKENDS[t % 2] if backend == "both" else backend
+                raw = partition_graph(adj, ws, targets[live], sub_eps, backend=run_backend, preset=run_preset,
+                                      seed=sub_seed, threads=threads, deterministic=deterministic)
+                sub_seed += 1
+                cand = repair_balance(adj, ws, np.flatnonzero(live)[raw], capacity)
+                cut = _cut(adj, cand)
+                if cut < best_cut:
+                    block, best_cut = cand, cut
         else:
-            block[:] = int(np.flatnonzero(live)[0])
-        sub_seed += 1
-        block = repair_balance(adj, ws, block, capacity)
+            block = repair_balance(adj, ws, np.full(tasks.size, int(np.flatnonzero(live)[0]), dtype=np.int64),
+                                   capacity)
+            sub_seed += 1
         order = np.argsort(block, kind="stable")
         bounds = np.searchsorted(block[order], np.arange(children.size + 1))
         for i, child in enumerate(children.tolist()):
@@ -133,10 +196,19 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
 
 
 @register("multisection", "top-down hierarchical multisection with KaHIP or Mt-KaHyPar "
-                          "(options: backend=kahip|mtkahypar, preset=fast|eco|strong, threads, "
-                          "steiner=true: Mt-KaHyPar's own mapping on subtrees of <= 64 PEs)")
+                          "(options: backend=kahip|mtkahypar|both, preset=fast|eco|strong, threads, "
+                          "steiner=true: Mt-KaHyPar's own mapping on subtrees of <= 64 PEs, "
+                          "tries=N: best cut of N partitions at the top level, fewer below, "
+                          "fast_below=F: fast preset where a cut costs < F x the top level's, "
+                          "slack=lemma|distance: imbalance per level as SharedMap or by distance, "
+                          "deterministic=true: Mt-KaHyPar's repeatable presets)")
 def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
-                 steiner=False, **_):
+                 steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, **_):
+    if str(slack) not in ("lemma", "distance"):
+        raise ValueError(f"option slack={slack!r}: expected lemma or distance")
     return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
-                            preset=str(preset), threads=int(threads), steiner=str(steiner).strip().lower() in ("1", "true", "yes", "on"))
+                            preset=str(preset), threads=int(threads), steiner=str(steiner).strip().lower() in ("1", "true", "yes", "on"),
+                            tries=int(tries), fast_below=float(fast_below),
+                            slack_by_distance=str(slack) == "distance",
+                            deterministic=str(deterministic).strip().lower() in ("1", "true", "yes", "on"))
 

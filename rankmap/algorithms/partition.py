@@ -49,7 +49,7 @@ def integer_weights(w: np.ndarray) -> np.ndarray:
 
 def partition_graph(adj: sp.csr_array, weights: np.ndarray, targets, eps: float, *,
                     backend: str = "kahip", preset: str = "eco", seed: int = 0,
-                    threads: int = 1) -> np.ndarray:
+                    threads: int = 1, deterministic: bool = False) -> np.ndarray:
     """Block of every vertex of the undirected graph ``adj`` (symmetric CSR,
     no diagonal), aiming at block weights ``targets[i] / sum(targets) * c(V)``
     within ``(1 + eps)``.  The result may violate the balance: see
@@ -63,7 +63,7 @@ def partition_graph(adj: sp.csr_array, weights: np.ndarray, targets, eps: float,
         return _spread(weights, targets)
     if backend == "kahip":
         return _kahip(adj, weights, targets, eps, preset, seed)
-    return _mtkahypar(adj, weights, targets, eps, preset, seed, threads)
+    return _mtkahypar(adj, weights, targets, eps, preset, seed, threads, deterministic)
 
 
 def _spread(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -112,18 +112,35 @@ def mtkahypar_initializer(threads: int):
     return mtkahypar.initialize(max(int(threads), 1), False)
 
 
-def _mtkahypar(adj, weights, targets, eps, preset, seed, threads):
+def _mtk_preset(preset: str, deterministic: bool):
+    """Mt-KaHyPar's preset for ours.  Its other presets are not repeatable
+    within one process: the same call with the same seed (1 thread) cut uk
+    into 4 blocks at 240, 208, 224, 208 on four calls; DETERMINISTIC and
+    DETERMINISTIC_QUALITY give the same partition every time."""
+    import mtkahypar
+
+    if deterministic:
+        return mtkahypar.PresetType.DETERMINISTIC if preset == "fast" else mtkahypar.PresetType.DETERMINISTIC_QUALITY
+    return {"fast": mtkahypar.PresetType.DEFAULT, "eco": mtkahypar.PresetType.QUALITY,
+            "strong": mtkahypar.PresetType.HIGHEST_QUALITY}[preset]
+
+
+def _mtkahypar(adj, weights, targets, eps, preset, seed, threads, deterministic=False):
     import mtkahypar
 
     mtk = mtkahypar_initializer(threads)
-    kind = {"fast": mtkahypar.PresetType.DEFAULT, "eco": mtkahypar.PresetType.QUALITY,
-            "strong": mtkahypar.PresetType.HIGHEST_QUALITY}[preset]
+    kind = _mtk_preset(preset, deterministic)
     ctx = mtk.context_from_preset(kind)
     ctx.logging = False
     ctx.set_partitioning_parameters(int(targets.size), float(max(eps, 0.0)), mtkahypar.Objective.CUT)
     vw = integer_weights(weights)
     total = int(vw.sum())
-    caps = np.floor((1 + max(eps, 0.0)) * total * targets / targets.sum() + 1e-9).astype(np.int64)
+    share = total * targets / targets.sum()
+    # never below the exact share rounded up: with eps ~ 0 and a total that
+    # targets do not divide, floored caps sum below c(V) and Mt-KaHyPar
+    # refuses the instance ("sum of individual part weights is less than
+    # the total"); repair_balance enforces the real bounds afterwards
+    caps = np.maximum(np.floor((1 + max(eps, 0.0)) * share + 1e-9), np.ceil(share - 1e-9)).astype(np.int64)
     ctx.set_individual_target_block_weights(np.maximum(caps, 1).tolist())
     mtkahypar.set_seed(int(seed))
     upper = sp.triu(adj, k=1).tocoo()

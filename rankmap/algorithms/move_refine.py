@@ -1,0 +1,227 @@
+"""Move refinement for many tasks per PE (label propagation on the mapping).
+
+Schulz & Traff's swap search is "also usable for many-to-one mappings as
+moves under the balance constraint": here a task moves alone to another PE
+when that lowers J and the PE stays within its capacity
+(L_max = floor((1 + eps) * ceil(c(V) / k))).  Candidate PEs are those of the
+task's neighbours (a task gains only by coming closer to a neighbour) and,
+when such a PE is full, the roomiest PE of the smallest subtree around it
+that has room (found in O(depth * arity) from the most room below every
+node, kept up to date after each move).  With distances that grow towards
+the root no other PE can be better, so a pass without moves leaves a
+mapping no single feasible move improves.
+
+Gains are exact and cost O(deg(u) * depth) per task on a tree: the
+neighbours' weights are accumulated on the ancestors of their PEs
+(``acc[node]`` = weight of u's neighbours placed below ``node``), then the
+cost of u on any PE q is
+
+    sum over depths d of (acc[anc_d(q)] - acc[anc_{d+1}(q)]) * dist(anc_d(q)),
+
+O(depth) per candidate, from the tree's own ancestor table: no k x k
+matrix.  A pass visits every task once in random order and applies each
+improving move at once (sequential label propagation, compiled with numba
+like refine_kernel); passes repeat until one gains less than ``min_gain``
+of J.  One pass is O(m * depth), far cheaper than a swap pass over N_C^d
+balls (measured in benchmarks/quality_peers.py --only-many), which is what
+lets auto afford more multisection starts many-to-one.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numba import njit
+
+from ..cost import mapping_cost
+from ..graph import CommGraph
+from ..mapping import DEFAULT_EPS, balance_report
+from ..topology import Topology
+from .refine import RefineStats
+
+MIN_GAIN = 1e-4      # stop when a pass lowers J by less than this fraction
+
+
+@njit(cache=True, nogil=True)
+def _cost_at(paths, dist_ext, acc, q):
+    """Cost of the current task on PE q from the accumulated neighbour weights."""
+    c = 0.0
+    for d in range(paths.shape[0] - 1):
+        a = paths[d, q]
+        c += (acc[a] - acc[paths[d + 1, q]]) * dist_ext[a]
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _accumulate(indptr, indices, w, pos, paths, acc, u, clear):
+    for e in range(indptr[u], indptr[u + 1]):
+        px = pos[indices[e]]
+        for d in range(paths.shape[0]):
+            if clear:
+                acc[paths[d, px]] = 0.0
+            else:
+                acc[paths[d, px]] += w[e]
+
+
+@njit(cache=True, nogil=True)
+def _update_room(parent, child_ptr, child_idx, leaf_of_pe, room, cap, load, pe):
+    """Room (capacity - load) of ``pe`` changed: refresh the maxima above it."""
+    node = leaf_of_pe[pe]
+    room[node] = cap[pe] - load[pe]
+    node = parent[node]
+    while node >= 0:
+        r = -np.inf
+        for c in range(child_ptr[node], child_ptr[node + 1]):
+            r = max(r, room[child_idx[c]])
+        room[node] = r
+        node = parent[node]
+
+
+@njit(cache=True, nogil=True)
+def _nearest_room(parent, child_ptr, child_idx, leaf_pe, room, leaf, need):
+    """A PE with at least ``need`` room in the smallest subtree around the
+    leaf node ``leaf`` that has one (the roomiest child at every step
+    down), or -1."""
+    node = parent[leaf]
+    while node >= 0 and room[node] < need:
+        node = parent[node]
+    if node < 0:
+        return -1
+    while child_ptr[node + 1] > child_ptr[node]:
+        best = child_idx[child_ptr[node]]
+        for c in range(child_ptr[node] + 1, child_ptr[node + 1]):
+            if room[child_idx[c]] > room[best]:
+                best = child_idx[c]
+        node = best
+    return leaf_pe[node]
+
+
+@njit(cache=True, nogil=True)
+def move_pass(indptr, indices, w, pos, paths, dist_ext, order, vw, load, cap, tree, room,
+              acc, stamp, tick, tol):
+    """One label-propagation sweep over the tasks in ``order``: each task
+    moves to its best PE with room when that gains more than ``tol``.
+    ``tree`` = (parent, child_ptr, child_idx, leaf_of_pe, leaf_pe) of the
+    topology, ``room`` the most room of a PE below every node.  Updates
+    ``pos``, ``load`` and ``room``; returns (moves, J change, next tick)."""
+    parent, child_ptr, child_idx, leaf_of_pe, leaf_pe = tree
+    moves = 0
+    change = 0.0
+    for i in range(order.size):
+        u = order[i]
+        if indptr[u] == indptr[u + 1]:
+            continue
+        tick += 1
+        p = pos[u]
+        _accumulate(indptr, indices, w, pos, paths, acc, u, False)
+        here = _cost_at(paths, dist_ext, acc, p)
+        best_gain = tol
+        best_q = -1
+        for e in range(indptr[u], indptr[u + 1]):
+            q = pos[indices[e]]
+            if q == p or stamp[q] == tick:
+                continue
+            stamp[q] = tick
+            if load[q] + vw[u] > cap[q]:  # full: the nearest PE with room
+                q = _nearest_room(parent, child_ptr, child_idx, leaf_pe, room, leaf_of_pe[q], vw[u])
+                if q < 0 or q == p or stamp[q] == tick:
+                    continue
+                stamp[q] = tick
+            g = here - _cost_at(paths, dist_ext, acc, q)
+            if g > best_gain:
+                best_gain = g
+                best_q = q
+        _accumulate(indptr, indices, w, pos, paths, acc, u, True)
+        if best_q >= 0:
+            pos[u] = best_q
+            load[p] -= vw[u]
+            load[best_q] += vw[u]
+            _update_room(parent, child_ptr, child_idx, leaf_of_pe, room, cap, load, p)
+            _update_room(parent, child_ptr, child_idx, leaf_of_pe, room, cap, load, best_q)
+            moves += 1
+            change -= best_gain
+    return moves, change, tick
+
+
+def _tree_arrays(topology: Topology):
+    """(parent, child_ptr, child_idx, leaf_of_pe, leaf_pe) as int64 for the kernel."""
+    leaf_pe = np.full(topology.n_nodes, -1, dtype=np.int64)
+    leaf_pe[topology.leaf_of_pe] = np.arange(topology.n_pes)
+    return tuple(np.ascontiguousarray(a, dtype=np.int64) for a in
+                 (topology.parent, topology.child_ptr, topology.child_idx, topology.leaf_of_pe, leaf_pe))
+
+
+def _room(topology: Topology, cap: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """Most room (capacity - load) of a PE below every node."""
+    room = np.full(topology.n_nodes, -np.inf)
+    room[topology.leaf_of_pe] = cap - load
+    depth, parent = topology.node_depth, topology.parent
+    for d in range(topology.max_depth, 0, -1):
+        nodes = np.flatnonzero(depth == d)
+        np.maximum.at(room, parent[nodes], room[nodes])
+    return room
+
+def loads_and_capacity(graph: CommGraph, topology, pe_of_task, eps: float | None):
+    """Task loads and per-PE capacity.  Many-to-one: vertex weights and L_max
+    for ``eps`` (default 3%), never below a PE's load in ``pe_of_task`` (a
+    start that breaks L_max is not made worse).  One-to-one (``eps`` None
+    and no more tasks than PEs): one task per PE, so moves go to free PEs."""
+    k = topology.n_pes
+    if eps is None and graph.n <= k:
+        return np.ones(graph.n), np.ones(k)
+    vw = np.asarray(graph.vertex_weights, dtype=np.float64)
+    e = DEFAULT_EPS if eps is None else eps
+    l_max = balance_report(np.zeros(0, dtype=np.int64), vw, k, e)["L_max"]
+    load = np.bincount(pe_of_task, weights=vw, minlength=k)
+    return vw, np.maximum(np.full(k, float(l_max)), load)
+
+
+def refine_moves(graph: CommGraph, topology: Topology, pe_of_task, *, eps: float | None = None,
+                 seed: int = 0, max_passes: int | None = None, time_limit: float | None = None,
+                 min_gain: float = MIN_GAIN):
+    """Move local search on a tree topology; returns ``(pe_of_task, RefineStats)``
+    (``swaps`` counts moves)."""
+    from .refine_kernel import tree_oracle
+
+    if not isinstance(topology, Topology):
+        raise ValueError("move refinement needs a tree topology (hierarchy, hwloc or tleaf)")
+    start = time.perf_counter()
+    pos = np.asarray(pe_of_task, dtype=np.int64).copy()
+    adj = graph.symmetric
+    indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
+    w = np.asarray(adj.data, dtype=np.float64)
+    vw, cap = loads_and_capacity(graph, topology, pos, eps)
+    load = np.bincount(pos, weights=vw, minlength=topology.n_pes)
+    paths, dist_ext = tree_oracle(topology)
+    tree = _tree_arrays(topology)
+    room = _room(topology, cap, load)
+    acc = np.zeros(dist_ext.size, dtype=np.float64)
+    stamp = np.zeros(topology.n_pes, dtype=np.int64)
+    j = float(mapping_cost(graph, topology, pos))
+    stats = RefineStats(j_start=j)
+    tol = 1e-12 * max(j, 1.0)
+    rng = np.random.default_rng(seed)
+    tick = 0
+    while max_passes is None or stats.passes < max_passes:
+        stats.passes += 1
+        moves, change, tick = move_pass(indptr, indices, w, pos, paths, dist_ext,
+                                        rng.permutation(graph.n).astype(np.int64), vw, load, cap,
+                                        tree, room, acc, stamp, tick, tol)
+        stats.evaluated += graph.n
+        stats.swaps += moves
+        j += change
+        if moves == 0 or -change < min_gain * max(j, 1e-300):
+            break
+        if time_limit is not None and time.perf_counter() - start > time_limit:
+            break
+    stats.j_end = float(mapping_cost(graph, topology, pos))
+    stats.seconds = time.perf_counter() - start
+    return pos, stats
+
+
+def move_refine(graph: CommGraph, topology: Topology, pe_of_task, *, eps: float | None = None,
+                seed: int = 0, time_limit: float | None = None, **_) -> np.ndarray:
+    """``pe_of_task`` improved by single-task moves within the PE capacities."""
+    pe, _ = refine_moves(graph, topology, pe_of_task, eps=eps, seed=seed, time_limit=time_limit)
+    return pe
