@@ -30,8 +30,9 @@ after the first three starts, two in a row without a gain end the starts;
 the search ends once the kicks without a gain reach max(PATIENCE, the
 kicks made up to the last gain).  The given order is always a candidate
 (unrefined when the budget leaves no room), so auto never returns a higher
-J than it.  On a mesh or torus the tree methods do not apply and auto is
-``mesh_auto``.
+J than it.  This is one-to-one mapping; many tasks per PE (``eps`` or more
+tasks than PEs) go to ``auto_many``, a portfolio of its own.  On a mesh or
+torus the tree methods do not apply and auto is ``mesh_auto``.
 """
 
 from __future__ import annotations
@@ -77,10 +78,11 @@ def _pair_seconds(graph) -> float:
     return (2 + 2 * graph.symmetric.nnz / max(graph.n, 1)) * _PER_PAIR_EDGE
 
 
-def _refine_cost(graph, topology, one_to_one: bool) -> float:
+def _refine_cost(graph, topology=None, one_to_one: bool = False) -> float:
     """Estimated seconds of the refinement of one start (``_refine_start``):
-    about two scans per task for best-partner scans, else _REFINE_PASSES
-    passes over the neighbourhood's pairs."""
+    about two scans per task for best-partner scans (one-to-one), else
+    _REFINE_PASSES passes over the neighbourhood's pairs (also what
+    auto_many's final refinement costs)."""
     n = graph.n
     if one_to_one and n <= N2_MAX_TASKS:
         return 2 * n * _scan_seconds(graph, topology)
@@ -137,8 +139,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     refine = _refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
     for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, graph.n):
-        # the given order cannot place weighted tasks: it never counts as the first start
-        if any(c[0] != "identity" for c in chosen) and spent + cost + refine > budget:
+        if chosen and spent + cost + refine > budget:
             continue
         chosen.append((name, opts, cost))
         spent += cost + refine
@@ -167,13 +168,10 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
         from .auto_many import auto_many
 
         return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit)
-    try:
-        best_pe = np.asarray(METHODS["identity"].fn(graph, topology, seed=seed, eps=eps))
-        best_j = mapping_cost(graph, topology, best_pe)
-    except ValueError:  # weighted tasks: no fixed "given order" placement
-        best_pe, best_j = None, np.inf
+    best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE
+    best_j = mapping_cost(graph, topology, best_pe)
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
-    refine = _refine_cost(graph, topology, eps is None and graph.n <= topology.n_pes)
+    refine = _refine_cost(graph, topology, True)
     spent, idle, tried = 0.0, 0, 0
     starts, _ = plan(graph, topology, time_limit, seed)
     for name, opts, cost in starts:
@@ -184,42 +182,36 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
         opts = dict(opts)
         run_seed = opts.pop("seed")
         spent += cost
-        try:
-            pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, eps=eps, **opts))
-        except ValueError:
-            continue  # e.g. greedy cannot place weighted tasks: the next start counts as first
+        pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, **opts))
         # the first start gets at least about one refinement pass, whatever the budget
         floor = refine / _REFINE_PASSES if not tried else 0.0
         tried += 1
-        pe, work = _refine_start(graph, topology, pe, max(budget - spent, floor), run_seed, eps)
+        pe, work = _refine_start(graph, topology, pe, max(budget - spent, floor), run_seed)
         spent += work
         j = mapping_cost(graph, topology, pe)
         idle = 0 if j < best_j * (1 - 1e-9) else idle + 1
         if j < best_j:
             best_pe, best_j = pe, j
-    if best_pe is None:
-        raise ValueError("auto: no candidate method could map this instance")
-    if eps is None and graph.n <= topology.n_pes:  # kicks permute PEs: one-to-one only
-        best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent)
+    best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent)
     return best_pe
 
 
-def _refine_start(graph, topology, pe_of_task, budget: float, seed: int, eps):
-    """Swap refinement of a start within ``budget`` estimated seconds of
-    counted work; returns the mapping and the work's estimated seconds.
-    One-to-one up to N2_MAX_TASKS: the quadratic neighbourhood by best
+def _refine_start(graph, topology, pe_of_task, budget: float, seed: int):
+    """Swap refinement of a one-to-one start within ``budget`` estimated
+    seconds of counted work; returns the mapping and the work's estimated
+    seconds.  Up to N2_MAX_TASKS the quadratic neighbourhood by best
     partner scans (``refine_around`` with every task active; 5-10x less
     work than first-improvement passes over all pairs, local optima of the
-    same strength on the benchmark starts); otherwise ``refine_swaps``
-    (N_C^10 beyond N2_MAX_TASKS, moves too when many-to-one)."""
+    same strength on the benchmark starts); beyond, ``refine_swaps`` on
+    N_C^10."""
     n = graph.n
-    if eps is None and n <= min(N2_MAX_TASKS, topology.n_pes):
+    if n <= N2_MAX_TASKS:
         per_scan = _scan_seconds(graph, topology)
         pe, scans, _ = refine_around(graph, topology, pe_of_task, np.arange(n), seed=seed,
                                      max_scans=max(int(budget / per_scan), n))
         return pe, scans * per_scan
     per_pair = _pair_seconds(graph)
-    pe, stats = refine_swaps(graph, topology, pe_of_task, depth=_refine_depth(n), seed=seed, eps=eps,
+    pe, stats = refine_swaps(graph, topology, pe_of_task, depth=_refine_depth(n), seed=seed,
                              max_evaluations=max(int(budget / per_pair), n))
     return pe, stats.evaluated * per_pair
 
