@@ -38,16 +38,26 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The MPI workers of part 2 import this file too: the rest of rankmap (scipy,
+# the graph readers, the mapping methods) is imported where it is used, so a
+# worker rank other than 0 loads numpy, mpi4py and the rounds only.
 
-from rankmap import mapping_cost, topology_from_strings  # noqa: E402
-from rankmap.algorithms.label_swap import refine_rounds  # noqa: E402
-from rankmap.formats import read_graph, write_graph  # noqa: E402
+#: MPICH settings for oversubscribed runs (P ranks on 2 cores): a waiting rank
+#: sleeps in nanosleep instead of spinning on sched_yield (collectives ~1.7x
+#: faster at P = 64, see the report)
+OVERSUBSCRIBED_ENV = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from mesh_common import SHARED  # noqa: E402  (the shared data folder, wherever the checkout is)
+
+def shared_folder() -> str:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from mesh_common import SHARED  # the shared data folder, wherever the checkout is
+
+    return SHARED
 
 
 def machine(n: int):
+    from rankmap import topology_from_strings
+
     return topology_from_strings(f"4:16:{n // 64}" if n >= 64 else f"4:{max(n // 4, 1)}",
                                  "1:10:100" if n >= 64 else "1:10")
 
@@ -56,6 +66,8 @@ def quotient_of(graph_path: Path, n: int):
     """The Schulz-Traff model: a graph cut into n blocks by KaHIP, as the
     n-task communication graph."""
     import kahip
+
+    from rankmap.formats import read_graph
 
     g = read_graph(str(graph_path))
     s = g.symmetric
@@ -69,6 +81,8 @@ def quotient_of(graph_path: Path, n: int):
 
 
 def instances(shared: Path, sizes: list[int]):
+    from rankmap.formats import read_graph
+
     traffic = shared / "data" / "traffic" / "maplib-mapping-matters"
     for app in ("amg", "btmz", "cg", "lulesh"):
         path = traffic / f"{app}CMatrices" / "comm_matrix.p2p.size.csv"
@@ -88,6 +102,9 @@ def centralised():
 
 
 def quality(args) -> list[dict]:
+    from rankmap import mapping_cost
+    from rankmap.algorithms.label_swap import refine_rounds
+
     swap_refine = centralised()
     print(f"part 1: quality; load average {os.getloadavg()[0]:.2f}; centralised reference: "
           f"{'rankmap.algorithms.refine.swap_refine' if swap_refine else 'NOT AVAILABLE in this build'}")
@@ -130,12 +147,25 @@ def quality(args) -> list[dict]:
     return rows
 
 
+def private_mib() -> float:
+    """This process' private memory (what P processes really add up to;
+    RSS also counts the shared library pages every rank maps)."""
+    with open("/proc/self/smaps_rollup") as f:
+        return sum(int(line.split()[1]) for line in f
+                   if line.startswith(("Private_Clean:", "Private_Dirty:"))) / 1024
+
+
 def scaling(args) -> list[dict]:
+    from rankmap.algorithms.label_swap import refine_rounds
+    from rankmap.formats import read_graph, write_graph
+
     exe = Path(sys.executable).parent / "mpiexec"
+    env = dict(os.environ, **OVERSUBSCRIBED_ENV, PYTHONPATH=str(ROOT))
     print(f"\npart 2: under mpiexec, one task per rank (3elt/qP on {{4:16:P/64 | 4:P/4}}, "
-          f"random start); load average {os.getloadavg()[0]:.2f}")
+          f"random start, {' '.join(f'{k}={v}' for k, v in OVERSUBSCRIBED_ENV.items())}, "
+          f"kicks={args.kicks})")
     print(f"{'P':>5s}{'J start':>12s}{'J dist':>12s}{'= serial':>9s}{'rounds':>7s}{'wall s':>8s}"
-          f"{'state B/rank':>13s}{'RSS MiB/rank':>13s}")
+          f"{'total s':>8s}{'state B/rank':>13s}{'RSS MiB':>8s}{'priv MiB':>9s}{'load':>6s}")
     rows = []
     graph = ROOT / "tests" / "data" / "graphs" / "3elt.graph"
     with tempfile.TemporaryDirectory() as tmp:
@@ -143,41 +173,56 @@ def scaling(args) -> list[dict]:
             g = quotient_of(graph, p)
             path = Path(tmp) / f"q{p}.edges"
             write_graph(g, str(path))
-            g = read_graph(str(path))  # what the workers read
+            g = read_graph(str(path))  # what rank 0 of the workers reads
             start = np.random.default_rng(0).permutation(p)
-            serial, _ = refine_rounds(g, machine(p), start, seed=0)
-            cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks)
+            cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path),
+                   "--kicks", str(args.kicks)]
+            t = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+            total = time.perf_counter() - t
+            load = os.getloadavg()[0]
             if proc.returncode != 0:
                 print(f"{p:5d}  failed: {proc.stderr.strip()[-300:]}")
                 continue
             out = json.loads(proc.stdout.strip().splitlines()[-1])
             same = np.array_equal(np.asarray(out["pe"]), serial)
-            rows.append(dict(P=p, **{k: v for k, v in out.items() if k != "pe"}, same=same))
+            rows.append(dict(P=p, **{k: v for k, v in out.items() if k != "pe"}, same=same,
+                             total_s=total, load=load))
             print(f"{p:5d}{out['J_start']:12.4g}{out['J']:12.4g}{str(same):>9s}{out['rounds']:7d}"
-                  f"{out['wall_s']:8.2f}{out['state_bytes']:13d}{out['rss_mib']:13.1f}")
+                  f"{out['wall_s']:8.2f}{total:8.1f}{out['state_bytes']:13d}{out['rss_mib']:8.1f}"
+                  f"{out['private_mib']:9.1f}{load:6.1f}")
     return rows
 
 
-def worker(path: str) -> None:
-    """One rank of part 2: refine with one task per rank, report from rank 0."""
+def worker(path: str, kicks: int) -> None:
+    """One rank of part 2: rank 0 reads the graph and the start, every rank
+    refines its one task; rank 0 reports."""
     from mpi4py import MPI
 
     from rankmap.reorder.offline import refine_distributed
 
     comm = MPI.COMM_WORLD
-    g = read_graph(path)
-    topo = machine(g.n)
-    start = np.random.default_rng(0).permutation(g.n)
+    g = topo = start = None
+    if comm.Get_rank() == 0:
+        from rankmap.formats import read_graph
+
+        g = read_graph(path)
+        topo = machine(g.n)
+        start = np.random.default_rng(0).permutation(g.n)
     comm.Barrier()
     t = time.perf_counter()
-    pe, res, state = refine_distributed(comm, g, topo, start, seed=0)
+    pe, res, state = refine_distributed(comm, g, topo, start, seed=0, kicks=kicks)
     wall = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
     state = comm.allreduce(state, op=MPI.MAX)
     rss = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, op=MPI.MAX)
+    private = comm.allreduce(private_mib(), op=MPI.MAX)
     if comm.Get_rank() == 0:
+        from rankmap import mapping_cost
+
         print(json.dumps(dict(J_start=res.J_before, J=mapping_cost(g, topo, pe), rounds=res.rounds,
-                              wall_s=wall, state_bytes=int(state), rss_mib=rss, pe=pe.tolist())))
+                              wall_s=wall, state_bytes=int(state), rss_mib=rss,
+                              private_mib=private, pe=pe.tolist())))
 
 
 def plot(path: str, quality_rows, scaling_rows) -> None:
@@ -210,19 +255,22 @@ def plot(path: str, quality_rows, scaling_rows) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shared", default=SHARED)
+    ap.add_argument("--shared", default=None, help="the shared data folder (default: found)")
     ap.add_argument("--sizes", default="16,32,64,128,256")
     ap.add_argument("--starts", type=int, default=3, help="random starts per instance")
     ap.add_argument("--central-seeds", type=int, default=5,
                     help="seeds of the centralised refinement per start (its own spread)")
     ap.add_argument("--mpi", default="16,32,64", help="rank counts for part 2 ('' to skip)")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--kicks", type=int, default=0,
+                    help="kicks (perturbation + rounds, kept when J falls) after the first descent")
     ap.add_argument("--plot", metavar="FILE")
     ap.add_argument("--worker", metavar="GRAPH", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, args.kicks)
         return
+    args.shared = args.shared or shared_folder()
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.mpi = [int(x) for x in args.mpi.split(",") if x]
     q = quality(args)

@@ -46,11 +46,13 @@ round also gains less, or after ``max_rounds``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..topology import Topology
+if TYPE_CHECKING:  # an MPI rank of the rounds needs neither (nor scipy, which CommGraph loads)
+    from ..graph import CommGraph
+    from ..topology import Topology
 
 # ------------------------------------------------------------------ PE labels
 
@@ -424,9 +426,12 @@ class SwapRounds:
 
         return self._send(answer)
 
-    def round(self, gain_floor: float, wide: bool = False) -> tuple[int, float]:
-        """Run one round (a check round when ``wide``); returns (tasks swapped
-        here, gain counted here)."""
+    def round(self, gain_floor: float, wide: bool = False, kick: float = 0.0) -> tuple[int, float]:
+        """Run one round (a check round when ``wide``; a kick when ``kick`` >
+        0: that fraction of the tasks, drawn by seed and turn, each proposes
+        to one random candidate whatever the gain, pairs are matched by the
+        seeded hash alone); returns (tasks swapped here, gain counted here,
+        negative for a kick)."""
         rows, lab, ex = self.rows, self.labels, self.ex
         self.turn += 1
         self.wide = wide
@@ -454,13 +459,16 @@ class SwapRounds:
             lr = rows.local_index(cand_task)
             h = self.half_gains(lr, cand_part, plab, nb, contrib)
             pos = h > 0
+            if kick:
+                drawn = _hash_pairs(rows.tasks[lr], np.full(len(lr), self.turn), self.seed + 0x7F4A)
+                pos = drawn < kick * 2.0 ** 53
             lr, cand_part, h = lr[pos], cand_part[pos], h[pos]
             # equal half gains are common (every PE of a far group looks the
             # same to u): which of them get the proposals changes every round
             tb = _hash_pairs(rows.tasks[lr], cand_part, self.seed + 0x9E37 * self.turn)
-            o = np.lexsort((cand_part, -tb, -h, lr))
+            o = np.lexsort((cand_part, -tb, -h, lr)) if not kick else np.lexsort((cand_part, -tb, lr))
             rank_in_row = np.arange(len(o)) - np.searchsorted(lr[o], lr[o])
-            sel = o if self.wide else o[rank_in_row < self.proposals]
+            sel = o if self.wide else o[rank_in_row < (1 if kick else self.proposals)]
             state.update(contrib=contrib)
             rec = np.column_stack([cand_part[sel], rows.tasks[lr[sel]], h[sel], lab.pack(lr[sel])])
             return ex.owner(cand_part[sel]), rec
@@ -483,13 +491,15 @@ class SwapRounds:
             me = np.concatenate([reps[:, 0].astype(np.int64), state["in_v"]])
             other = np.concatenate([reps[:, 1].astype(np.int64), state["in_u"]])
             g = np.concatenate([reps[:, 2], state["in_g"]])
-            ok = g > gain_floor
+            ok = np.ones(len(g), dtype=bool) if kick else g > gain_floor
             me, other, g = me[ok], other[ok], g[ok]
-            tb = _hash_pairs(me, other, self.seed)
-            best = _best_per_group(me, [g, tb, -other.astype(np.float64)])
-            me, other, g, tb = me[best], other[best], g[best], tb[best]
+            tb = _hash_pairs(me, other, self.seed + (0x51ED * self.turn if kick else 0))
+            # priority of a pair: its gain, or nothing but the hash in a kick
+            pri = np.zeros(len(g)) if kick else g
+            best = _best_per_group(me, [pri, tb, -other.astype(np.float64)])
+            me, other, g, tb, pri = me[best], other[best], g[best], tb[best], pri[best]
             lr = rows.local_index(me)
-            state.update(pref_me=me, pref_other=other, pref_g=g, pref_tb=tb)
+            state.update(pref_me=me, pref_other=other, pref_g=g, pref_tb=tb, pref_pri=pri)
             return ex.owner(other), np.column_stack([other, me, lab.pack(lr)])
 
         prefs = self._send(preferences)
@@ -506,16 +516,16 @@ class SwapRounds:
             me, partner = me[o], partner[o]
             plab = Labels.unpack(prefs[hit][o, 2:], self.levels)
             idx = np.searchsorted(state["pref_me"], me)
-            g, tb = state["pref_g"][idx], state["pref_tb"][idx]
-            state.update(m_me=me, m_partner=partner, m_lab=plab, m_g=g, m_tb=tb)
+            g, tb, pri = state["pref_g"][idx], state["pref_tb"][idx], state["pref_pri"][idx]
+            state.update(m_me=me, m_partner=partner, m_lab=plab, m_g=g, m_tb=tb, m_pri=pri)
             src, ent = expand_rows(rows.indptr, rows.local_index(me))
-            rec = np.column_stack([rows.cols[ent], me[src], partner[src], g[src], tb[src]])
+            rec = np.column_stack([rows.cols[ent], me[src], partner[src], pri[src], tb[src]])
             return ex.owner(rows.cols[ent]), rec
 
         pri = self._send(matches)
 
         def verdicts():
-            me, partner, g, tb = state["m_me"], state["m_partner"], state["m_g"], state["m_tb"]
+            me, partner, g, tb = state["m_me"], state["m_partner"], state["m_pri"], state["m_tb"]
             if len(me) == 0:
                 state.update(m_ok=np.zeros(0, dtype=bool))
                 return np.zeros(0, dtype=np.int64), np.zeros((0, 3))
@@ -555,26 +565,59 @@ class SwapRounds:
         out = self._local(lambda: float(self.contributions(nb).sum()) / 2.0)
         return 0.0 if out is None else out
 
-    def run(self, *, max_rounds: int = 50, min_improvement: float = 1e-4) -> RoundsResult:
+    def run(self, *, max_rounds: int = 50, min_improvement: float = 1e-4, kicks: int = 0,
+            kick_fraction: float = 0.1) -> RoundsResult:
+        """Rounds until a check round gains too little (a swap local optimum),
+        then ``kicks`` times: a kick round (random swaps of about
+        ``kick_fraction`` of the tasks), rounds again, and the result is kept
+        when J fell, else every owner restores its labels (iterated local
+        search: the local optimum the rounds reach depends on the path, the
+        best of several is more even).  Never worse than the start."""
         j0, failed = self.ex.allreduce([self.cost(), self.error is not None])
         self._raise_if(failed)
-        j, rounds, swaps, history = float(j0), 0, 0, []
+        self.history = []
+        best = self._descend(float(j0), max_rounds, min_improvement)
+        saved = self._saved()
+        for _ in range(kicks):
+            if best <= 0:
+                break
+            _swaps, gain = self._collective_round(1e-12 * best, kick=kick_fraction)
+            j = self._descend(best - gain, max_rounds, min_improvement)
+            if j < best * (1 - 1e-9):
+                best, saved = j, self._saved()
+            else:  # every owner takes the same branch: j is an allreduce result
+                self.labels.pe[:], self.labels.anc[:], self.labels.dist[:] = saved
+        swaps = sum(h["swaps"] for h in self.history)
+        return RoundsResult(self.labels, float(j0), best, len(self.history), swaps, self.history)
+
+    def _saved(self):
+        return self.labels.pe.copy(), self.labels.anc.copy(), self.labels.dist.copy()
+
+    def _collective_round(self, floor: float, wide: bool = False, kick: float = 0.0):
+        """One round on every owner; returns the (swaps, gain) totals."""
+        n_swapped, gain = self.round(floor, wide=wide, kick=kick)
+        tot_swapped, tot_gain, failed = self.ex.allreduce([n_swapped, gain, self.error is not None])
+        self._raise_if(failed)
+        swaps = int(round(tot_swapped)) // 2
+        self.history.append({"round": len(self.history) + 1, "swaps": swaps, "gain": float(tot_gain),
+                             "check": wide, "kick": bool(kick)})
+        return swaps, float(tot_gain)
+
+    def _descend(self, j: float, max_rounds: int, min_improvement: float) -> float:
+        """Improving rounds from J = ``j`` (see the module docstring); returns J."""
         floor = 1e-12 * j
         check = False
-        while rounds < max_rounds and j > 0:
-            n_swapped, gain = self.round(floor, wide=check)
-            tot_swapped, tot_gain, failed = self.ex.allreduce([n_swapped, gain, self.error is not None])
-            self._raise_if(failed)
-            rounds += 1
-            swaps += int(round(tot_swapped)) // 2
-            j -= float(tot_gain)
-            history.append({"round": rounds, "swaps": int(round(tot_swapped)) // 2,
-                            "gain": float(tot_gain), "J": j, "check": check})
-            small = tot_swapped == 0 or tot_gain < min_improvement * j
+        for _ in range(max_rounds):
+            if j <= 0:
+                break
+            swaps, gain = self._collective_round(floor, wide=check)
+            j -= gain
+            self.history[-1]["J"] = j
+            small = swaps == 0 or gain < min_improvement * j
             if small and check:
                 break
             check = small
-        return RoundsResult(self.labels, float(j0), j, rounds, swaps, history)
+        return j
 
     def _raise_if(self, failed) -> None:
         """Collective: when any owner failed, raise the first owner's error on all."""
@@ -586,7 +629,8 @@ class SwapRounds:
 
 def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int = 0,
                   fanout: int = 8, proposals: int = 8, max_rounds: int = 50, group_cap: int = 16,
-                  min_improvement: float = 1e-4) -> tuple[np.ndarray, RoundsResult]:
+                  min_improvement: float = 1e-4, kicks: int = 0,
+                  kick_fraction: float = 0.1) -> tuple[np.ndarray, RoundsResult]:
     """The distributed swap refinement run in one process (same decisions as
     under MPI with any number of ranks).  One-to-one mappings only."""
     pe = np.asarray(pe_of_task, dtype=np.int64)
@@ -597,5 +641,6 @@ def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int
     rows = symmetric_rows(tasks, *rows_of_graph(graph, tasks), ex)
     sr = SwapRounds(rows, Labels.of(topology, pe), ex, seed=seed, fanout=fanout, proposals=proposals,
                     group_cap=group_cap)
-    res = sr.run(max_rounds=max_rounds, min_improvement=min_improvement)
+    res = sr.run(max_rounds=max_rounds, min_improvement=min_improvement, kicks=kicks,
+                 kick_fraction=kick_fraction)
     return res.labels.pe.copy(), res
