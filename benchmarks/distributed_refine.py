@@ -111,6 +111,8 @@ def quality(args) -> list[dict]:
     print(f"{'instance':14s}{'n':>5s} {'start':>8s}{'J start':>12s}{'J dist':>12s}{'J central':>12s}"
           f"{'dist/cent':>10s}{'left':>7s}{'cent spread':>12s}{'dist/med':>9s}{'rounds':>7s}{'swaps':>7s}"
           f"{'t dist':>8s}{'t cent':>8s}")
+    print(f"(distributed: replicas={args.replicas}, kicks={args.kicks}; centralised: swap_refine, "
+          f"seed 0 in 'J central', seeds 0..{args.central_seeds - 1} in 'cent spread' and 'dist/med')")
     rows = []
     for name, g in instances(Path(args.shared), args.sizes):
         topo = machine(g.n)
@@ -119,7 +121,7 @@ def quality(args) -> list[dict]:
                 np.random.default_rng(int(start_name[6:])).permutation(g.n)
             j0 = mapping_cost(g, topo, start)
             t = time.perf_counter()
-            pe, res = refine_rounds(g, topo, start, seed=0)
+            pe, res = refine_rounds(g, topo, start, seed=0, replicas=args.replicas, kicks=args.kicks)
             t_dist = time.perf_counter() - t
             j_dist = mapping_cost(g, topo, pe)
             j_cent = t_cent = left = j_med = spread = float("nan")
@@ -163,9 +165,11 @@ def scaling(args) -> list[dict]:
     env = dict(os.environ, **OVERSUBSCRIBED_ENV, PYTHONPATH=str(ROOT))
     print(f"\npart 2: under mpiexec, one task per rank (3elt/qP on {{4:16:P/64 | 4:P/4}}, "
           f"random start, {' '.join(f'{k}={v}' for k, v in OVERSUBSCRIBED_ENV.items())}, "
-          f"kicks={args.kicks})")
+          f"replicas={args.replicas}, kicks={args.kicks})")
     print(f"{'P':>5s}{'J start':>12s}{'J dist':>12s}{'= serial':>9s}{'rounds':>7s}{'wall s':>8s}"
           f"{'total s':>8s}{'state B/rank':>13s}{'RSS MiB':>8s}{'priv MiB':>9s}{'load':>6s}")
+    print("(wall: the refinement; total: mpiexec start to end; state, RSS and private memory: "
+          "max over ranks 1..P-1)")
     rows = []
     graph = ROOT / "tests" / "data" / "graphs" / "3elt.graph"
     with tempfile.TemporaryDirectory() as tmp:
@@ -175,9 +179,10 @@ def scaling(args) -> list[dict]:
             write_graph(g, str(path))
             g = read_graph(str(path))  # what rank 0 of the workers reads
             start = np.random.default_rng(0).permutation(p)
-            serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks)
+            serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks,
+                                      replicas=args.replicas)
             cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path),
-                   "--kicks", str(args.kicks)]
+                   "--kicks", str(args.kicks), "--replicas", str(args.replicas)]
             t = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
             total = time.perf_counter() - t
@@ -195,7 +200,7 @@ def scaling(args) -> list[dict]:
     return rows
 
 
-def worker(path: str, kicks: int) -> None:
+def worker(path: str, kicks: int, replicas: int) -> None:
     """One rank of part 2: rank 0 reads the graph and the start, every rank
     refines its one task; rank 0 reports."""
     from mpi4py import MPI
@@ -212,11 +217,14 @@ def worker(path: str, kicks: int) -> None:
         start = np.random.default_rng(0).permutation(g.n)
     comm.Barrier()
     t = time.perf_counter()
-    pe, res, state = refine_distributed(comm, g, topo, start, seed=0, kicks=kicks)
+    pe, res, state = refine_distributed(comm, g, topo, start, seed=0, kicks=kicks, replicas=replicas)
     wall = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
     state = comm.allreduce(state, op=MPI.MAX)
-    rss = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, op=MPI.MAX)
-    private = comm.allreduce(private_mib(), op=MPI.MAX)
+    # ranks other than 0 (rank 0 also read the file and computed the start)
+    others = comm.Get_rank() > 0 or comm.Get_size() == 1
+    rss = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if others else 0,
+                         op=MPI.MAX)
+    private = comm.allreduce(private_mib() if others else 0, op=MPI.MAX)
     if comm.Get_rank() == 0:
         from rankmap import mapping_cost
 
@@ -262,18 +270,21 @@ def main() -> None:
                     help="seeds of the centralised refinement per start (its own spread)")
     ap.add_argument("--mpi", default="16,32,64", help="rank counts for part 2 ('' to skip)")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--replicas", type=int, default=8,
+                    help="copies run in lockstep, best kept (label_swap.REPLICAS, the default)")
     ap.add_argument("--kicks", type=int, default=0,
                     help="kicks (perturbation + rounds, kept when J falls) after the first descent")
     ap.add_argument("--plot", metavar="FILE")
+    ap.add_argument("--mpi-only", action="store_true", help="skip part 1")
     ap.add_argument("--worker", metavar="GRAPH", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.kicks)
+        worker(args.worker, args.kicks, args.replicas)
         return
     args.shared = args.shared or shared_folder()
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.mpi = [int(x) for x in args.mpi.split(",") if x]
-    q = quality(args)
+    q = [] if args.mpi_only else quality(args)
     s = scaling(args) if args.mpi else []
     if args.plot:
         plot(args.plot, q, s)

@@ -15,7 +15,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import Labels, SwapRounds, block_tasks, rows_of_graph, symmetric_rows
+from ..algorithms.label_swap import (MAX_ROUNDS, Labels, SwapRounds, block_tasks, rows_of_graph,
+                                     symmetric_rows)
 from ..mapping import Mapping, validate_mapping
 from .agree import ReorderFailed, root_step, step
 from .exchange import MPIExchange
@@ -36,8 +37,9 @@ def _blocks_on_root(graph, topology, pe_of_task, size: int) -> list:
     return out
 
 
-def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0, max_rounds: int = 50,
-                       min_improvement: float = 1e-4, **swap_options):
+def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
+                       max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4, kicks: int = 0,
+                       kick_fraction: float = 0.1, **swap_options):
     """Collective: swap rounds on ``graph`` from ``pe_of_task`` with the tasks
     spread over ``comm`` in blocks.  ``graph``, ``topology`` and
     ``pe_of_task`` are read on rank 0 only (pass None elsewhere).  Returns
@@ -54,10 +56,11 @@ def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0, max_
     rows = step(comm, "building the traffic rows", symmetric_rows, tasks, indptr, cols, nbytes, ex)
     rounds = SwapRounds(rows, Labels.unpack(packed, levels), ex, seed=seed, **swap_options)
     res = step(comm, "distributed refinement", rounds.run, max_rounds=max_rounds,
-               min_improvement=min_improvement)
-    own = sum(a.nbytes for a in (rows.tasks, rows.indptr, rows.cols, rows.weights,
-                                 res.labels.pe, res.labels.anc, res.labels.dist))
-    neighbour_labels = len(rows.cols) * (1 + 2 * levels) * 8
+               min_improvement=min_improvement, kicks=kicks, kick_fraction=kick_fraction)
+    work = rounds.rows  # the replicated rows and labels the rounds worked on
+    own = sum(a.nbytes for a in (work.tasks, work.indptr, work.cols, work.weights,
+                                 rounds.labels.pe, rounds.labels.anc, rounds.labels.dist))
+    neighbour_labels = len(work.cols) * (1 + 2 * levels) * 8
     parts = comm.gather(res.labels.pe, root=0)
     full = np.concatenate(parts) if rank == 0 else None
     return full, res, own + neighbour_labels + ex.peak_bytes
