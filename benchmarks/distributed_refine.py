@@ -251,10 +251,11 @@ def plot(path: str, quality_rows, scaling_rows) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    rs = [r for r in quality_rows if np.isfinite(r["J_central"])]
     for start, marker in (("launch", "o"), ("random", "s")):
-        rs = [r for r in quality_rows if r["start"].startswith(start) and np.isfinite(r["J_central"])]
-        a.plot(range(len(rs)), [r["J_dist"] / r["J_central"] for r in rs], marker, label=start)
-        a.set_xticks(range(len(rs)), [r["instance"] for r in rs], rotation=60, fontsize=7)
+        at = [i for i, r in enumerate(rs) if r["start"].startswith(start)]
+        a.plot(at, [rs[i]["J_dist"] / rs[i]["J_central"] for i in at], marker, label=start)
+    a.set_xticks(range(len(rs)), [r["instance"] for r in rs], rotation=60, fontsize=7)
     a.axhline(1.02, color="r", ls="--", lw=1, label="+2%")
     a.set_ylabel("J distributed / J centralised")
     a.legend()
