@@ -275,10 +275,10 @@ def _best_per_group(group, keys_desc) -> np.ndarray:
     return order[first]
 
 
-#: defaults: rounds per descent, and independent copies of the problem run in
-#: lockstep (best of REPLICAS local optima for the collectives of one run:
-#: the benchmark's single runs within 2% of the centralised refinement on
-#: 33/36 with 8, 32/36 with 4, 28/36 with 1)
+#: defaults: rounds per descent (random starts at n = 256 needed more than
+#: 50), and independent copies of the problem run in lockstep (the best of
+#: REPLICAS local optima for the collectives of one run; benchmark runs within
+#: 2% of the centralised refinement: 34/36 with 8 copies, 28/36 with 1)
 MAX_ROUNDS = 100
 REPLICAS = 8
 
