@@ -397,26 +397,22 @@ class SwapRounds:
 
         return self._local(order)
 
-    def _two_hop(self, nb: Labels):
-        """Records (u, x, label of x) for the fanout heaviest neighbours x of
-        each neighbour of u."""
+    def _two_hop(self, nb: Labels) -> tuple[np.ndarray, np.ndarray]:
+        """Destinations and records (u, x, label of x) for the fanout
+        heaviest neighbours x of each neighbour of u."""
         rows = self.rows
         r = rows.row_of_entry
-
-        def build():
-            top = self._top_entries()
-            tcount = np.bincount(r[top], minlength=len(rows.tasks))
-            tstart = np.concatenate([[0], np.cumsum(tcount)])[:-1]
-            reps = tcount[r]
-            dest_e = np.repeat(np.arange(len(r)), reps)
-            k = np.arange(len(dest_e)) - np.repeat(np.cumsum(reps) - reps, reps)
-            src_e = top[tstart[r[dest_e]] + k]
-            keep = rows.cols[src_e] != rows.cols[dest_e]
-            dest_e, src_e = dest_e[keep], src_e[keep]
-            rec = np.column_stack([rows.cols[dest_e], rows.cols[src_e], nb.pack(src_e)])
-            return self._owner(rows.cols[dest_e]), rec
-
-        return self._send(build)
+        top = self._top_entries()
+        tcount = np.bincount(r[top], minlength=len(rows.tasks))
+        tstart = np.concatenate([[0], np.cumsum(tcount)])[:-1]
+        reps = tcount[r]
+        dest_e = np.repeat(np.arange(len(r)), reps)
+        k = np.arange(len(dest_e)) - np.repeat(np.cumsum(reps) - reps, reps)
+        src_e = top[tstart[r[dest_e]] + k]
+        keep = rows.cols[src_e] != rows.cols[dest_e]
+        dest_e, src_e = dest_e[keep], src_e[keep]
+        rec = np.column_stack([rows.cols[dest_e], rows.cols[src_e], nb.pack(src_e)])
+        return self._owner(rows.cols[dest_e]), rec
 
     def _top_entries(self) -> np.ndarray:
         """The ``fanout`` heaviest entries of every local row, grouped by row."""
@@ -426,13 +422,17 @@ class SwapRounds:
         pos = np.arange(len(order)) - rows.indptr[r[order]]
         return np.sort(order if self.wide else order[pos < self.fanout])
 
-    def _group_members(self, nb: Labels):
-        """Records (u, x, label of x) for the tasks x whose PEs share the
-        smallest groups (``group_levels`` of them) around the PE of one of
-        u's heaviest neighbours: the places u would like to move to.  A directory per group (spread over
-        the owners by group id) collects its members and answers the asks."""
+    def _candidates(self, nb: Labels):
+        """Candidate records (u, x, label of x): the 2-hop ones (``_two_hop``)
+        and the tasks x whose PEs share the smallest groups (``group_levels``
+        of them) around the PE of one of u's heaviest neighbours: the places
+        u would like to move to.  A directory per group (spread over the
+        owners by group id) collects its members and answers the asks; the
+        2-hop records ride along with the registrations and asks (kind 2),
+        so the round spends one exchange less."""
         rows, lab, n = self.rows, self.labels, self.rows.n_tasks
         width = 3 + 1 + 2 * self.levels  # group, kind, task, label
+        hop2 = {}
 
         def ask():
             top = self._top_entries()
@@ -445,14 +445,18 @@ class SwapRounds:
                                    np.tile(lab.pack(), (self.group_levels, 1))])
             asks = np.zeros((len(pairs), width))
             asks[:, 0], asks[:, 1], asks[:, 2] = pairs[:, 0], 1.0, pairs[:, 1]
+            hop_dest, hop = self._two_hop(nb)
+            hop = np.column_stack([hop[:, 0], np.full(len(hop), 2.0), hop[:, 1:]])
             rec = np.vstack([reg, asks])
-            return self._owner(rec[:, 0].astype(np.int64) % n), rec
+            return np.concatenate([self._owner(rec[:, 0].astype(np.int64) % n), hop_dest]), \
+                np.vstack([rec, hop])
 
         got = self._send(ask)
 
         def answer():
-            is_ask = got[:, 1] > 0
-            reg, asks = got[~is_ask], got[is_ask]
+            kind = got[:, 1]
+            hop2["records"] = np.delete(got[kind == 2], 1, axis=1)
+            reg, asks = got[kind == 0], got[kind == 1]
             # members in a seeded order that changes every round, so a large
             # group shows different members to an asker over the rounds
             turn = _hash_pairs(reg[:, 2].astype(np.int64), np.full(len(reg), self.turn), self.seed)
@@ -467,7 +471,8 @@ class SwapRounds:
             rec = np.column_stack([asks[a, 2], reg[member, 2], reg[member, 3:]])
             return self._owner(rec[:, 0].astype(np.int64)), rec
 
-        return self._send(answer)
+        near = self._send(answer)
+        return hop2.get("records"), near
 
     def round(self, gain_floor: float, wide: bool = False, kick: float = 0.0) -> tuple[int, float]:
         """Run one round (a check round when ``wide``; a kick when ``kick`` >
@@ -479,8 +484,7 @@ class SwapRounds:
         self.turn += 1
         self.wide = wide
         nb = self._neighbour_labels()
-        hop2 = self._two_hop(nb)
-        near = self._group_members(nb)
+        hop2, near = self._candidates(nb)
         state = {}
 
         def proposals():
