@@ -1,11 +1,13 @@
 """Distributed swap refinement against the centralised swap refinement.
 
     python benchmarks/distributed_refine.py [--shared ../shared] [--sizes 16,32,64,128,256]
-                                            [--mpi 16,32,64] [--plot FILE.png]
+        [--starts 3] [--central-seeds 5] [--replicas 8] [--kicks 0]
+        [--mpi 16,32,64] [--mpi-only] [--plot FILE.png]
 
 Part 1 (quality): from the same start (the launch order, and --starts random
 orders), J of the distributed swap rounds (run serially: the decisions do not
-depend on the number of ranks, part 2 checks that) against
+depend on the number of ranks, part 2 checks that; --replicas copies in
+lockstep, best kept, and --kicks) against
 ``rankmap.algorithms.refine.swap_refine`` (the centralised Schulz-Traff
 refinement, when this build has it).  Instances: the real traffic matrices
 of MapLib (64 ranks, S = 4:16:1) and the standard instances: 3elt cut into n
@@ -13,13 +15,18 @@ blocks by KaHIP (seed 0), mapped onto S = 4:16:n/64 (4:n/4 below 64),
 D = 1:10:100.  Column "left": what the centralised refinement still gains
 from the distributed result (0: the rounds ended at a swap local optimum, and
 dist/cent compares two local optima of the same neighbourhood).  Columns
-"cent spread" and "dist/med": the centralised refinement run with
+"cent spread", "dist/med" and "dist/min": the centralised refinement run with
 --central-seeds seeds from the same start (max/min of its J, the spread of
-local search itself) and the distributed J against the median of those runs.
+local search itself) and the distributed J against the median and the best
+of those runs.
 Part 2 (scaling): the same rounds under ``mpiexec -n P`` with one task per
-rank (what ``reorder_comm`` does): J (must equal part 1), rounds, wall time,
-and per-rank memory (the rank's rows, labels and largest exchange buffer;
-the Python process' peak RSS beside it).
+rank (what ``reorder_comm`` does), rank 0 reading the graph and sending each
+rank its rows: J (must equal part 1), rounds, wall time of the refinement and
+of the whole mpiexec, per-rank state (rows and labels of all replicas, the
+neighbour labels of a round, the largest exchange buffer), peak RSS and
+private memory (RSS also counts the pages of shared libraries and of MPICH's
+shared-memory segments that every rank maps), max over ranks 1..P-1.  Runs
+with MPIR_CVAR_ENABLE_HEAVY_YIELD=1 (OVERSUBSCRIBED_ENV).
 """
 
 from __future__ import annotations
@@ -38,16 +45,26 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The MPI workers of part 2 import this file too: the rest of rankmap (scipy,
+# the graph readers, the mapping methods) is imported where it is used, so a
+# worker rank other than 0 loads numpy, mpi4py and the rounds only.
 
-from rankmap import mapping_cost, topology_from_strings  # noqa: E402
-from rankmap.algorithms.label_swap import refine_rounds  # noqa: E402
-from rankmap.formats import read_graph, write_graph  # noqa: E402
+#: MPICH settings for oversubscribed runs (P ranks on 2 cores): a waiting rank
+#: sleeps in nanosleep instead of spinning on sched_yield (collectives ~1.7x
+#: faster at P = 64, see the report)
+OVERSUBSCRIBED_ENV = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from mesh_common import SHARED  # noqa: E402  (the shared data folder, wherever the checkout is)
+
+def shared_folder() -> str:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from mesh_common import SHARED  # the shared data folder, wherever the checkout is
+
+    return SHARED
 
 
 def machine(n: int):
+    from rankmap import topology_from_strings
+
     return topology_from_strings(f"4:16:{n // 64}" if n >= 64 else f"4:{max(n // 4, 1)}",
                                  "1:10:100" if n >= 64 else "1:10")
 
@@ -56,6 +73,8 @@ def quotient_of(graph_path: Path, n: int):
     """The Schulz-Traff model: a graph cut into n blocks by KaHIP, as the
     n-task communication graph."""
     import kahip
+
+    from rankmap.formats import read_graph
 
     g = read_graph(str(graph_path))
     s = g.symmetric
@@ -69,6 +88,8 @@ def quotient_of(graph_path: Path, n: int):
 
 
 def instances(shared: Path, sizes: list[int]):
+    from rankmap.formats import read_graph
+
     traffic = shared / "data" / "traffic" / "maplib-mapping-matters"
     for app in ("amg", "btmz", "cg", "lulesh"):
         path = traffic / f"{app}CMatrices" / "comm_matrix.p2p.size.csv"
@@ -88,12 +109,18 @@ def centralised():
 
 
 def quality(args) -> list[dict]:
+    from rankmap import mapping_cost
+    from rankmap.algorithms.label_swap import refine_rounds
+
     swap_refine = centralised()
     print(f"part 1: quality; load average {os.getloadavg()[0]:.2f}; centralised reference: "
           f"{'rankmap.algorithms.refine.swap_refine' if swap_refine else 'NOT AVAILABLE in this build'}")
     print(f"{'instance':14s}{'n':>5s} {'start':>8s}{'J start':>12s}{'J dist':>12s}{'J central':>12s}"
-          f"{'dist/cent':>10s}{'left':>7s}{'cent spread':>12s}{'dist/med':>9s}{'rounds':>7s}{'swaps':>7s}"
+          f"{'dist/cent':>10s}{'left':>7s}{'cent spread':>12s}{'dist/med':>9s}{'dist/min':>9s}{'rounds':>7s}"
+          f"{'swaps':>7s}"
           f"{'t dist':>8s}{'t cent':>8s}")
+    print(f"(distributed: replicas={args.replicas}, kicks={args.kicks}; centralised: swap_refine, "
+          f"seed 0 in 'J central', seeds 0..{args.central_seeds - 1} in 'cent spread' and 'dist/med')")
     rows = []
     for name, g in instances(Path(args.shared), args.sizes):
         topo = machine(g.n)
@@ -102,40 +129,58 @@ def quality(args) -> list[dict]:
                 np.random.default_rng(int(start_name[6:])).permutation(g.n)
             j0 = mapping_cost(g, topo, start)
             t = time.perf_counter()
-            pe, res = refine_rounds(g, topo, start, seed=0)
+            pe, res = refine_rounds(g, topo, start, seed=0, replicas=args.replicas, kicks=args.kicks)
             t_dist = time.perf_counter() - t
             j_dist = mapping_cost(g, topo, pe)
-            j_cent = t_cent = left = j_med = spread = float("nan")
+            j_cent = t_cent = left = j_med = j_min = spread = float("nan")
             if swap_refine is not None:
                 t = time.perf_counter()
                 j_cent = mapping_cost(g, topo, swap_refine(g, topo, start, seed=0))
                 t_cent = time.perf_counter() - t
                 j_seeds = [j_cent] + [mapping_cost(g, topo, swap_refine(g, topo, start, seed=s))
                                       for s in range(1, args.central_seeds)]
-                j_med, spread = float(np.median(j_seeds)), max(j_seeds) / min(j_seeds)
+                j_med, j_min = float(np.median(j_seeds)), min(j_seeds)
+                spread = max(j_seeds) / j_min
                 # what the centralised search still finds from the distributed
                 # result: 0 = the rounds ended at a swap local optimum
                 left = 1 - mapping_cost(g, topo, swap_refine(g, topo, pe, seed=0)) / j_dist
             rows.append(dict(instance=name, n=g.n, start=start_name, J_start=j0, J_dist=j_dist,
-                             J_central=j_cent, J_central_median=j_med, left=left, rounds=res.rounds, swaps=res.swaps,
+                             J_central=j_cent, J_central_median=j_med, J_central_min=j_min, left=left, rounds=res.rounds, swaps=res.swaps,
                              t_dist=t_dist, t_central=t_cent))
             print(f"{name:14s}{g.n:5d} {start_name:>8s}{j0:12.4g}{j_dist:12.4g}{j_cent:12.4g}"
-                  f"{j_dist / j_cent:10.4f}{left:7.3f}{spread:12.3f}{j_dist / j_med:9.4f}{res.rounds:7d}{res.swaps:7d}{t_dist:8.2f}{t_cent:8.2f}")
-    for label, key in (("dist/central", "J_central"), ("dist/central median", "J_central_median")):
-        ratios = [r["J_dist"] / r[key] for r in rows if np.isfinite(r[key])]
-        if ratios:
+                  f"{j_dist / j_cent:10.4f}{left:7.3f}{spread:12.3f}{j_dist / j_med:9.4f}{j_dist / j_min:9.4f}{res.rounds:7d}{res.swaps:7d}{t_dist:8.2f}{t_cent:8.2f}")
+    for label, key in (("dist/central", "J_central"), ("dist/central median", "J_central_median"),
+                       ("dist/central best", "J_central_min")):
+        ratios = np.array([r["J_dist"] / r[key] for r in rows if np.isfinite(r[key])])
+        if len(ratios):
             print(f"{label}: geometric mean {np.exp(np.mean(np.log(ratios))):.4f}, "
-                  f"best {min(ratios):.4f}, worst {max(ratios):.4f} (target: within 1.02)")
+                  f"best {ratios.min():.4f}, worst {ratios.max():.4f}, above 1.02 on "
+                  f"{int((ratios > 1.02).sum())} of {len(ratios)} (target: within 1.02)")
     print(f"load average {os.getloadavg()[0]:.2f}")
     return rows
 
 
+def private_mib() -> float:
+    """This process' private memory (what P processes really add up to;
+    RSS also counts the shared library pages every rank maps)."""
+    with open("/proc/self/smaps_rollup") as f:
+        return sum(int(line.split()[1]) for line in f
+                   if line.startswith(("Private_Clean:", "Private_Dirty:"))) / 1024
+
+
 def scaling(args) -> list[dict]:
+    from rankmap.algorithms.label_swap import refine_rounds
+    from rankmap.formats import read_graph, write_graph
+
     exe = Path(sys.executable).parent / "mpiexec"
+    env = dict(os.environ, **OVERSUBSCRIBED_ENV, PYTHONPATH=str(ROOT))
     print(f"\npart 2: under mpiexec, one task per rank (3elt/qP on {{4:16:P/64 | 4:P/4}}, "
-          f"random start); load average {os.getloadavg()[0]:.2f}")
+          f"random start, {' '.join(f'{k}={v}' for k, v in OVERSUBSCRIBED_ENV.items())}, "
+          f"replicas={args.replicas}, kicks={args.kicks})")
     print(f"{'P':>5s}{'J start':>12s}{'J dist':>12s}{'= serial':>9s}{'rounds':>7s}{'wall s':>8s}"
-          f"{'state B/rank':>13s}{'RSS MiB/rank':>13s}")
+          f"{'total s':>8s}{'state B/rank':>13s}{'RSS MiB':>8s}{'priv MiB':>9s}{'load':>6s}")
+    print("(wall: the refinement; total: mpiexec start to end; state, RSS and private memory: "
+          "max over ranks 1..P-1)")
     rows = []
     graph = ROOT / "tests" / "data" / "graphs" / "3elt.graph"
     with tempfile.TemporaryDirectory() as tmp:
@@ -143,41 +188,60 @@ def scaling(args) -> list[dict]:
             g = quotient_of(graph, p)
             path = Path(tmp) / f"q{p}.edges"
             write_graph(g, str(path))
-            g = read_graph(str(path))  # what the workers read
+            g = read_graph(str(path))  # what rank 0 of the workers reads
             start = np.random.default_rng(0).permutation(p)
-            serial, _ = refine_rounds(g, machine(p), start, seed=0)
-            cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks,
+                                      replicas=args.replicas)
+            cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path),
+                   "--kicks", str(args.kicks), "--replicas", str(args.replicas)]
+            t = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+            total = time.perf_counter() - t
+            load = os.getloadavg()[0]
             if proc.returncode != 0:
                 print(f"{p:5d}  failed: {proc.stderr.strip()[-300:]}")
                 continue
             out = json.loads(proc.stdout.strip().splitlines()[-1])
             same = np.array_equal(np.asarray(out["pe"]), serial)
-            rows.append(dict(P=p, **{k: v for k, v in out.items() if k != "pe"}, same=same))
+            rows.append(dict(P=p, **{k: v for k, v in out.items() if k != "pe"}, same=same,
+                             total_s=total, load=load))
             print(f"{p:5d}{out['J_start']:12.4g}{out['J']:12.4g}{str(same):>9s}{out['rounds']:7d}"
-                  f"{out['wall_s']:8.2f}{out['state_bytes']:13d}{out['rss_mib']:13.1f}")
+                  f"{out['wall_s']:8.2f}{total:8.1f}{out['state_bytes']:13d}{out['rss_mib']:8.1f}"
+                  f"{out['private_mib']:9.1f}{load:6.1f}")
     return rows
 
 
-def worker(path: str) -> None:
-    """One rank of part 2: refine with one task per rank, report from rank 0."""
+def worker(path: str, kicks: int, replicas: int) -> None:
+    """One rank of part 2: rank 0 reads the graph and the start, every rank
+    refines its one task; rank 0 reports."""
     from mpi4py import MPI
 
     from rankmap.reorder.offline import refine_distributed
 
     comm = MPI.COMM_WORLD
-    g = read_graph(path)
-    topo = machine(g.n)
-    start = np.random.default_rng(0).permutation(g.n)
+    g = topo = start = None
+    if comm.Get_rank() == 0:
+        from rankmap.formats import read_graph
+
+        g = read_graph(path)
+        topo = machine(g.n)
+        start = np.random.default_rng(0).permutation(g.n)
     comm.Barrier()
     t = time.perf_counter()
-    pe, res, state = refine_distributed(comm, g, topo, start, seed=0)
+    pe, res, state = refine_distributed(comm, g, topo, start, seed=0, kicks=kicks, replicas=replicas)
     wall = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
     state = comm.allreduce(state, op=MPI.MAX)
-    rss = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, op=MPI.MAX)
+    # ranks other than 0 (rank 0 also read the file and computed the start)
+    others = comm.Get_rank() > 0 or comm.Get_size() == 1
+    rss = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if others else 0,
+                         op=MPI.MAX)
+    private = comm.allreduce(private_mib() if others else 0, op=MPI.MAX)
     if comm.Get_rank() == 0:
+        from rankmap import mapping_cost
+
         print(json.dumps(dict(J_start=res.J_before, J=mapping_cost(g, topo, pe), rounds=res.rounds,
-                              wall_s=wall, state_bytes=int(state), rss_mib=rss, pe=pe.tolist())))
+                              wall_s=wall, state_bytes=int(state), rss_mib=rss,
+                              private_mib=private, pe=pe.tolist())))
 
 
 def plot(path: str, quality_rows, scaling_rows) -> None:
@@ -187,10 +251,11 @@ def plot(path: str, quality_rows, scaling_rows) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    rs = [r for r in quality_rows if np.isfinite(r["J_central"])]
     for start, marker in (("launch", "o"), ("random", "s")):
-        rs = [r for r in quality_rows if r["start"].startswith(start) and np.isfinite(r["J_central"])]
-        a.plot(range(len(rs)), [r["J_dist"] / r["J_central"] for r in rs], marker, label=start)
-        a.set_xticks(range(len(rs)), [r["instance"] for r in rs], rotation=60, fontsize=7)
+        at = [i for i, r in enumerate(rs) if r["start"].startswith(start)]
+        a.plot(at, [rs[i]["J_dist"] / rs[i]["J_central"] for i in at], marker, label=start)
+    a.set_xticks(range(len(rs)), [r["instance"] for r in rs], rotation=60, fontsize=7)
     a.axhline(1.02, color="r", ls="--", lw=1, label="+2%")
     a.set_ylabel("J distributed / J centralised")
     a.legend()
@@ -210,22 +275,28 @@ def plot(path: str, quality_rows, scaling_rows) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shared", default=SHARED)
+    ap.add_argument("--shared", default=None, help="the shared data folder (default: found)")
     ap.add_argument("--sizes", default="16,32,64,128,256")
     ap.add_argument("--starts", type=int, default=3, help="random starts per instance")
     ap.add_argument("--central-seeds", type=int, default=5,
                     help="seeds of the centralised refinement per start (its own spread)")
     ap.add_argument("--mpi", default="16,32,64", help="rank counts for part 2 ('' to skip)")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--replicas", type=int, default=8,
+                    help="copies run in lockstep, best kept (label_swap.REPLICAS, the default)")
+    ap.add_argument("--kicks", type=int, default=0,
+                    help="kicks (perturbation + rounds, kept when J falls) after the first descent")
     ap.add_argument("--plot", metavar="FILE")
+    ap.add_argument("--mpi-only", action="store_true", help="skip part 1")
     ap.add_argument("--worker", metavar="GRAPH", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, args.kicks, args.replicas)
         return
+    args.shared = args.shared or shared_folder()
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.mpi = [int(x) for x in args.mpi.split(",") if x]
-    q = quality(args)
+    q = [] if args.mpi_only else quality(args)
     s = scaling(args) if args.mpi else []
     if args.plot:
         plot(args.plot, q, s)

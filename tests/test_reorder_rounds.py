@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import rankmap
-from rankmap.algorithms.label_swap import (Labels, block_owner, block_tasks, label_distance,
-                                           refine_rounds)
+from rankmap.algorithms.label_swap import (REPLICA_OFFSET, Labels, LocalExchange, Rows, block_owner,
+                                           block_tasks, label_distance, refine_rounds, replicate,
+                                           rows_of_graph, symmetric_rows)
 from rankmap.topology import Topology, TreeNode
 
 
@@ -91,7 +92,8 @@ def test_rounds_end_where_no_single_swap_improves():
     src, dst = rng.integers(0, n, 4 * n), rng.integers(0, n, 4 * n)
     g = rankmap.CommGraph.from_edges(src, dst, rng.integers(1, 1000, 4 * n).astype(float), n=n)
     topo = rankmap.topology_from_strings("4:16:2", "1:10:100")
-    pe, res = refine_rounds(g, topo, rng.permutation(n), seed=1, min_improvement=0.0, max_rounds=200)
+    pe, res = refine_rounds(g, topo, rng.permutation(n), seed=1, min_improvement=0.0, max_rounds=200,
+                            replicas=2)
     assert res.history[-1]["check"] and res.history[-1]["swaps"] == 0
     assert best_swap_gain(g, topo, pe) <= 1e-9 * res.J_after
 
@@ -122,3 +124,60 @@ def test_import_rankmap_does_not_import_mpi4py():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+def test_replicas_are_copies_that_never_meet():
+    g = grid_graph(3, 3)
+    topo = rankmap.topology_from_strings("3:3", "1:10")
+    ex = LocalExchange(9)
+    rows = symmetric_rows(np.arange(9), *rows_of_graph(g, np.arange(9)), ex)
+    lab = Labels.of(topo, np.arange(9))
+    big, blab = replicate(rows, lab, 3)
+    assert isinstance(big, Rows) and big.n_tasks == 27 and np.array_equal(big.tasks, np.arange(27))
+    for r in range(3):  # copy r: the same rows, shifted ids, the same distances
+        sl = slice(big.indptr[9 * r], big.indptr[9 * r + 9])
+        assert np.array_equal(big.cols[sl], rows.cols + 9 * r)
+        assert np.array_equal(blab.anc[9 * r:9 * r + 9], lab.anc + r * REPLICA_OFFSET)
+        assert np.array_equal(blab.dist[9 * r:9 * r + 9], lab.dist)
+    # no ancestor (so no group, no distance) is shared between two copies
+    assert not np.intersect1d(blab.anc[:9], blab.anc[9:18]).size
+
+
+def test_replicas_return_the_best_copy_exactly():
+    g = grid_graph(8, 8)
+    topo = rankmap.topology_from_strings("4:4:4", "1:10:100")
+    start = np.random.default_rng(2).permutation(64)
+    results = {r: refine_rounds(g, topo, start, seed=0, replicas=r) for r in (1, 4)}
+    for pe, res in results.values():
+        assert sorted(pe.tolist()) == list(range(64))
+        assert res.J_after == pytest.approx(rankmap.mapping_cost(g, topo, pe))
+        assert res.J_after < res.J_before
+    # copies take different paths: four local optima give a better best here
+    assert results[4][1].J_after < results[1][1].J_after
+
+
+def test_kicks_keep_the_best_and_never_lose():
+    g = grid_graph(8, 8)
+    topo = rankmap.topology_from_strings("4:4:4", "1:10:100")
+    start = np.random.default_rng(2).permutation(64)
+    plain, res0 = refine_rounds(g, topo, start, seed=1, replicas=2)
+    kicked, res = refine_rounds(g, topo, start, seed=1, replicas=2, kicks=3, kick_fraction=0.3)
+    assert sum(h["kick"] for h in res.history) == 3
+    # the first descent is the same, kicks are only kept when J falls
+    assert res.J_after <= res0.J_after
+    assert res.J_after == pytest.approx(rankmap.mapping_cost(g, topo, kicked))
+    assert sorted(kicked.tolist()) == list(range(64))
+    again, _ = refine_rounds(g, topo, start, seed=1, replicas=2, kicks=3, kick_fraction=0.3)
+    assert np.array_equal(kicked, again)
+
+
+def test_the_rounds_import_neither_scipy_nor_the_mapping_methods():
+    """An MPI rank of the distributed path loads numpy and the rounds only
+    (the method registry imports the methods on first lookup)."""
+    heavy = ("scipy", "numba", "kahip", "mtkahypar", "matplotlib")
+    code = ("import sys; import rankmap.algorithms.label_swap; "
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules)); "
+            "from rankmap.algorithms import method_names; print('auto' in method_names())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "True"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import SwapRounds, refine_rounds, symmetric_rows
+from ..algorithms.label_swap import MAX_ROUNDS, SwapRounds, refine_rounds, symmetric_rows
 from ..algorithms.refine import swap_refine
 from ..cost import mapping_cost
 from ..graph import CommGraph
@@ -124,7 +124,7 @@ def _wrap(cls, new, base_comm, info: ReorderInfo):
 
 def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto",
                  refine: str = "auto", distributed: bool | None = None, seed: int = 0,
-                 network=None, max_rounds: int = 50, min_improvement: float = 1e-4,
+                 network=None, max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4,
                  options: dict | None = None) -> ReorderedComm:
     """Collective over ``comm`` (default ``COMM_WORLD``): a new communicator
     in which rank t sits on the slot chosen for task t.

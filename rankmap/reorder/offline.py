@@ -2,10 +2,10 @@
 TRACE --distributed``.
 
 Rank 0 computes the start (the ``--method`` mapping; ``identity`` keeps the
-recorded order), the tasks are spread over the ranks in blocks, each rank
-keeps only the rows of its tasks and refines with the others through the swap
-rounds, and rank 0 gathers the result.  Every rank reads the input file (the
-rows it does not own are dropped after reading).
+recorded order) and sends every rank the rows of its block of tasks and their
+PE labels; from then on no rank holds more than its own rows and its
+neighbours' labels, the rounds run, and rank 0 gathers the result.  Ranks
+other than 0 need neither the graph nor the topology (nor scipy).
 """
 
 from __future__ import annotations
@@ -15,40 +15,55 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import Labels, SwapRounds, block_tasks, rows_of_graph, symmetric_rows
+from ..algorithms.label_swap import (MAX_ROUNDS, Labels, SwapRounds, block_tasks, rows_of_graph,
+                                     symmetric_rows)
 from ..mapping import Mapping, validate_mapping
 from .agree import ReorderFailed, root_step, step
 from .exchange import MPIExchange
 
 
-def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0, max_rounds: int = 50,
-                       min_improvement: float = 1e-4, **swap_options):
-    """Collective: swap rounds on ``graph`` from ``pe_of_task`` (known on
-    every rank) with the tasks spread over ``comm``.  Returns the refined
-    mapping on rank 0 (None elsewhere), the ``RoundsResult`` (this rank's
-    labels) and this rank's memory use in bytes (rows + labels + largest
-    exchange)."""
+def _blocks_on_root(graph, topology, pe_of_task, size: int) -> list:
+    """Rank 0: per rank, (out-rows indptr, columns, bytes, packed PE labels)
+    of its block of tasks."""
+    pe = np.asarray(pe_of_task, dtype=np.int64)
+    validate_mapping(pe, graph, topology)
+    if graph.n > topology.n_pes:
+        raise ValueError("distributed refinement swaps tasks: it needs at most one task per PE")
+    labels = Labels.of(topology, pe)
+    out = []
+    for r in range(size):
+        tasks = block_tasks(r, graph.n, size)
+        out.append((graph.n, labels.anc.shape[1], *rows_of_graph(graph, tasks), labels.pack(tasks)))
+    return out
+
+
+def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
+                       max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4, kicks: int = 0,
+                       kick_fraction: float = 0.1, **swap_options):
+    """Collective: swap rounds on ``graph`` from ``pe_of_task`` with the tasks
+    spread over ``comm`` in blocks.  ``graph``, ``topology`` and
+    ``pe_of_task`` are read on rank 0 only (pass None elsewhere).  Returns
+    the refined mapping on rank 0 (None elsewhere), the ``RoundsResult``
+    (this rank's labels) and this rank's memory use in bytes (its rows, its
+    labels, the neighbour labels of a round and its largest exchange)."""
     size, rank = comm.Get_size(), comm.Get_rank()
-    ex = MPIExchange(comm, graph.n)
-    tasks = block_tasks(rank, graph.n, size)
-
-    def setup():
-        pe = np.asarray(pe_of_task, dtype=np.int64)
-        validate_mapping(pe, graph, topology)
-        if graph.n > topology.n_pes:
-            raise ValueError("distributed refinement swaps tasks: it needs at most one task per PE")
-        return pe[tasks], rows_of_graph(graph, tasks)
-
-    my_pe, out_rows = step(comm, "distributed refinement setup", setup)
-    rows = step(comm, "building the traffic rows", symmetric_rows, tasks, *out_rows, ex)
-    rounds = SwapRounds(rows, Labels.of(topology, my_pe), ex, seed=seed, **swap_options)
+    blocks = root_step(comm, "distributed refinement setup", _blocks_on_root, graph, topology,
+                       pe_of_task, size)
+    n, levels, indptr, cols, nbytes, packed = comm.scatter(blocks, root=0)
+    del blocks
+    ex = MPIExchange(comm, n)
+    tasks = block_tasks(rank, n, size)
+    rows = step(comm, "building the traffic rows", symmetric_rows, tasks, indptr, cols, nbytes, ex)
+    rounds = SwapRounds(rows, Labels.unpack(packed, levels), ex, seed=seed, **swap_options)
     res = step(comm, "distributed refinement", rounds.run, max_rounds=max_rounds,
-               min_improvement=min_improvement)
-    state = sum(a.nbytes for a in (rows.tasks, rows.indptr, rows.cols, rows.weights,
-                                   res.labels.pe, res.labels.anc, res.labels.dist))
+               min_improvement=min_improvement, kicks=kicks, kick_fraction=kick_fraction)
+    work = rounds.rows  # the replicated rows and labels the rounds worked on
+    own = sum(a.nbytes for a in (work.tasks, work.indptr, work.cols, work.weights,
+                                 rounds.labels.pe, rounds.labels.anc, rounds.labels.dist))
+    neighbour_labels = len(work.cols) * (1 + 2 * levels) * 8
     parts = comm.gather(res.labels.pe, root=0)
     full = np.concatenate(parts) if rank == 0 else None
-    return full, res, state + ex.peak_bytes
+    return full, res, own + neighbour_labels + ex.peak_bytes
 
 
 def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0, eps=None,
@@ -67,7 +82,6 @@ def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0,
         start = root_step(comm, f"mapping with {method}",
                           lambda: map_tasks(graph, topology, method=method, seed=seed,
                                             **options).pe_of_task)
-        start = comm.bcast(start, root=0)
         pe, res, _ = refine_distributed(comm, graph, topology, start, seed=seed)
     except ReorderFailed as exc:
         raise ValueError(str(exc)) from None
