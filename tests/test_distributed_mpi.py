@@ -20,8 +20,7 @@ def test_refine_distributed_equals_the_serial_rounds(n):
         assert f"CHECK {name} ok" in out, out
 
 
-@pytest.mark.mpi
-def test_map_cli_distributed(tmp_path):
+def _scrambled_grid(tmp_path):
     import rankmap
     from rankmap.formats import write_graph
 
@@ -33,6 +32,14 @@ def test_map_cli_distributed(tmp_path):
                                      np.full(2 * len(src), 100.0), n=16)
     path = tmp_path / "grid.edges"
     write_graph(g, str(path))
+    return g, path
+
+
+@pytest.mark.mpi
+def test_map_cli_distributed(tmp_path):
+    import rankmap
+
+    g, path = _scrambled_grid(tmp_path)
     proc = run_mpi(4, ["-m", "rankmap", "map", str(path), "--hierarchy", "4:4", "--distances", "1:10",
                        "--method", "identity", "--distributed", "--json"], timeout=120, cwd=ROOT)
     report = json.loads(proc.stdout)
@@ -40,3 +47,40 @@ def test_map_cli_distributed(tmp_path):
     assert report["J"] < report["J_before"]
     assert report["J"] == pytest.approx(rankmap.mapping_cost(g, rankmap.topology_from_strings("4:4", "1:10"),
                                                              report["pe_of_task"]))
+
+
+LEAN_CLI = """
+import sys
+from mpi4py import MPI
+from rankmap.cli import main
+rc = main(sys.argv[1:])
+heavy = sorted(m for m in ("numba", "kahip", "mtkahypar") if m in sys.modules)
+print(f"RANK {MPI.COMM_WORLD.Get_rank()} rc={rc} heavy={','.join(heavy) or '-'}", flush=True)
+"""
+
+
+@pytest.mark.mpi
+def test_map_cli_distributed_ranks_stay_lean(tmp_path):
+    _, path = _scrambled_grid(tmp_path)
+    out = run_mpi(4, ["-c", LEAN_CLI, "map", str(path), "--hierarchy", "4:4", "--distances", "1:10",
+                      "--method", "greedy", "--distributed", "--json"], timeout=120, cwd=ROOT).stdout
+    for rank in (1, 2, 3):  # only rank 0 reads the input and runs the start method
+        assert f"RANK {rank} rc=0 heavy=-" in out, out
+    assert "RANK 0 rc=0" in out, out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("problem", ["missing file", "malformed file", "unknown method"])
+def test_map_cli_distributed_bad_input_fails_on_every_rank(tmp_path, problem):
+    path = tmp_path / "bad.edges"
+    method = "identity"
+    if problem == "malformed file":
+        path.write_text("0 1 100\n1 two 5\n")
+    elif problem == "unknown method":
+        _, path = _scrambled_grid(tmp_path)
+        method = "no_such_method"
+    out = run_mpi(4, ["-c", LEAN_CLI, "map", str(path), "--hierarchy", "4:4", "--distances", "1:10",
+                      "--method", method, "--distributed"], timeout=120, cwd=ROOT, check=False)
+    for rank in range(4):  # every rank returns the error code: none waits for the others
+        assert f"RANK {rank} rc=2" in out.stdout, out.stdout + out.stderr
+    assert out.stderr.count("rankmap map: error:") == 4, out.stderr

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 
-from ..algorithms import map_tasks, method_names
+from ..algorithms import map_tasks
 from ..cost import evaluate
 from ..formats import LAUNCH_FORMATS, read_graph, write_launch_file
 from ..topology import load_topology
@@ -29,7 +29,8 @@ LAUNCH_FILE_NAMES = {"perm": "mapping.txt", "mpich": "MPICH_RANK_ORDER", "hydra"
 def add_arguments(p) -> None:
     p.add_argument("-d", "--output-dir", default="rankmap-demo",
                    help="where to write the launch files (default: ./rankmap-demo)")
-    p.add_argument("--method", default="auto", choices=method_names(), help="mapping method")
+    p.add_argument("--method", default="auto", metavar="METHOD",
+                   help="mapping method (default auto; `rankmap map --methods` lists them)")
     p.add_argument("--seed", type=int, default=0)
 
 

@@ -16,11 +16,12 @@ examples:
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import numpy as np
 
-from ..algorithms import map_tasks, method_names
+from ..algorithms import METHODS, map_tasks
 from ..cost import evaluate
 from ..formats import LAUNCH_FORMATS, write_launch_file
 from . import UserError
@@ -35,8 +36,10 @@ ORDER = 20
 def add_arguments(p) -> None:
     add_graph_arguments(p)
     add_topology_arguments(p)
-    p.add_argument("--method", default="auto", choices=method_names(),
-                   help="mapping method (default: auto, the best J of the strongest methods)")
+    p.add_argument("--method", default="auto", metavar="METHOD",
+                   help="mapping method (default: auto, the best J of the strongest methods); "
+                        "--methods lists them")
+    p.add_argument("--methods", action=ListMethods, help="list the mapping methods and exit")
     p.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic per seed)")
     p.add_argument("--eps", type=float, default=None,
                    help="allowed imbalance for many tasks per PE (default 0.03 when tasks > PEs)")
@@ -59,6 +62,22 @@ def add_arguments(p) -> None:
     p.add_argument("--distributed", action="store_true",
                    help="run under mpiexec -n P: --method on rank 0 is the start, then swap "
                         "refinement spread over the P ranks (rank 0 reports)")
+
+
+class ListMethods(argparse.Action):
+    """``--methods``: print the registry and exit.  The method names are not
+    argparse choices because listing them imports every method (numba, KaHIP,
+    Mt-KaHyPar), which each rank of ``mpiexec rankmap map --distributed``
+    would pay for; an unknown name is reported when the mapping starts."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for name in sorted(METHODS):
+            spec = METHODS[name]
+            print(f"{name:14s} [{'/'.join(spec.machines)}] {spec.description}")
+        parser.exit()
 
 
 def parse_options(pairs: list[str]) -> dict:
@@ -86,7 +105,9 @@ def _typed(value: str):
     return value
 
 
-def run(args) -> int:
+def _load(args):
+    """Graph, machine, recorded placement and method options, with the notes
+    a user should see."""
     graph = load_graph(args)
     topology, recorded = load_machine(args, graph_source=args.input)
     options = parse_options(args.option)
@@ -97,16 +118,40 @@ def run(args) -> int:
               "(eps = 0.03)", file=sys.stderr)
     if graph.self_bytes and not args.json:
         print(f"note: ignored {graph.self_bytes:.6g} bytes of self-traffic (diagonal)", file=sys.stderr)
-    if args.distributed:
-        from ..reorder.offline import map_distributed
+    return graph, topology, recorded, options
 
-        mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                                  **options)
-        if mapping is None:  # ranks other than 0: rank 0 reports
-            return 0
-    else:
-        mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                            **options)
+
+def run(args) -> int:
+    if args.distributed:
+        return _run_distributed(args)
+    graph, topology, recorded, options = _load(args)
+    mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps, **options)
+    return _report(args, graph, topology, recorded, mapping)
+
+
+def _run_distributed(args) -> int:
+    """Rank 0 reads the inputs and reports; every rank refines its block.
+    Reading happens inside the collective agreement, so a bad file fails on
+    every rank instead of leaving the others waiting."""
+    from mpi4py import MPI
+
+    from ..reorder.agree import ReorderFailed, root_step
+    from ..reorder.offline import map_distributed
+
+    comm = MPI.COMM_WORLD
+    try:
+        inputs = root_step(comm, "reading the input", _load, args)
+    except ReorderFailed as exc:
+        raise UserError(str(exc)) from None
+    graph, topology, recorded, options = inputs if inputs is not None else (None, None, None, {})
+    mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
+                              comm=comm, **options)
+    if mapping is None:  # ranks other than 0: rank 0 reports
+        return 0
+    return _report(args, graph, topology, recorded, mapping)
+
+
+def _report(args, graph, topology, recorded, mapping) -> int:
     if args.objective == "bottleneck":
         from ..algorithms.bottleneck import bottleneck_refine
 

@@ -69,19 +69,24 @@ def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
 def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0, eps=None,
                     comm=None, **options) -> Mapping | None:
     """Collective: ``method`` on rank 0 as the start, then the distributed
-    swap rounds.  Returns the ``Mapping`` on rank 0, None on other ranks;
+    swap rounds.  ``graph`` and ``topology`` are read on rank 0 only (pass
+    None elsewhere).  Returns the ``Mapping`` on rank 0, None on other ranks;
     raises ``ValueError`` with the same message on every rank on failure."""
-    from ..algorithms import map_tasks
-
     comm = MPI.COMM_WORLD if comm is None else comm
-    if eps is not None or graph.n > topology.n_pes:
-        raise ValueError("--distributed refines one-to-one mappings (no --eps, at most one task "
-                         "per PE)")
+    if eps is not None:
+        raise ValueError("--distributed refines one-to-one mappings (no --eps)")
+
+    def start_mapping():
+        from ..algorithms import map_tasks
+
+        if graph.n > topology.n_pes:
+            raise ValueError(f"--distributed refines one-to-one mappings: {graph.n} tasks on "
+                             f"{topology.n_pes} PEs")
+        return map_tasks(graph, topology, method=method, seed=seed, **options).pe_of_task
+
     begin = time.perf_counter()
     try:
-        start = root_step(comm, f"mapping with {method}",
-                          lambda: map_tasks(graph, topology, method=method, seed=seed,
-                                            **options).pe_of_task)
+        start = root_step(comm, f"mapping with {method}", start_mapping)
         pe, res, _ = refine_distributed(comm, graph, topology, start, seed=seed)
     except ReorderFailed as exc:
         raise ValueError(str(exc)) from None
