@@ -9,16 +9,23 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
   placed around the node of the task that reached them.
 - ``mht``: max-heap traversal: start with the task of most neighbours at the
   centre; then always the task with the most placed neighbours (ties: the
-  most bytes to them), at the centroid of their nodes.  We weight the
-  centroid by bytes (the paper's is unweighted) and take it on the circle in
-  torus dimensions.
+  most bytes to them), at the centroid of their nodes.  The centroid is the
+  paper's: "placed close to the centroid of the processors on which its
+  neighbors have been placed" (sec. IV, Algorithm 1), each placed neighbour
+  counting once, whatever its bytes (a byte-weighted centroid, tried in
+  session 2, gave 3.43 vs 3.28 hops per byte at 1024 tasks on 32x32).  The
+  paper's algorithm is 2-D-mesh only; in torus dimensions we take the mean
+  on the circle, since the plain mean of neighbours on both sides of the
+  wrap lands on the far side of the ring (8x8x4 torus, 256 tasks: 2.60
+  plain vs 2.15 circular).
 - ``affn``: affine map of task coordinates onto the grid, task id order.
 - ``coce`` / ``coce_mht``: the tasks nearest the 2^d corners of the
   coordinates' bounding box go to the grid's corners (the paper's 2-D choice
   of the min/max X and Y tasks, generalised), then BFT / MHT from there.
 - ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``),
   the paper's PAIRS.
-- ``mesh_auto``: identity, every heuristic above and ``mesh_bisect``
+- ``mesh_auto``: identity, ``curve`` (the given order along a Z-order
+  curve, ``mesh_curve.py``), every heuristic above and ``mesh_bisect``
   (recursive bisection, ``mesh_bisect.py``); the three of lowest J
   are each refined two ways and the lowest J is kept: rankmap's own method
   on meshes.  The two refinements search different neighbourhoods:
@@ -86,12 +93,13 @@ class _Placer:
     def coords_of(self, task: int) -> np.ndarray:
         return self.mesh.node_coords(self.node[task])
 
-    def centroid(self, nbrs, weights) -> np.ndarray:
-        """Byte-weighted centroid of the nodes of placed tasks ``nbrs``, as a
-        grid point (circular mean in torus dimensions)."""
+    def centroid(self, nbrs) -> np.ndarray:
+        """Centroid of the nodes of placed tasks ``nbrs``, each counted once
+        (Bhatele & Kale, Algorithm 1), as a grid point (circular mean in
+        torus dimensions)."""
         m = self.mesh
         c = m.node_coords(self.node[nbrs]).astype(np.float64)
-        w = weights / weights.sum()
+        w = np.full(len(nbrs), 1.0 / len(nbrs))
         out = np.empty(m.ndim)
         for k, (d, t) in enumerate(zip(m.dims, m.torus)):
             if t and d > 1:
@@ -161,7 +169,7 @@ def _mht(graph, placer: _Placer, seeds: list[int]) -> np.ndarray:
             lo, hi = indptr[u], indptr[u + 1]
             nbrs = indices[lo:hi]
             mask = placer.pe[nbrs] >= 0
-            placer.place(u, placer.centroid(nbrs[mask], data[lo:hi][mask]))
+            placer.place(u, placer.centroid(nbrs[mask]))
             placed(u)
         while next_start < graph.n and placer.pe[by_degree[next_start]] >= 0:
             next_start += 1
@@ -276,8 +284,9 @@ def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=8, **_):
 
 # identity is a candidate: a program's own rank order is often a good
 # mapping already (Bhatele & Kale sec. VIII), and auto must not lose to it
-# mesh_bisect: recursive bisection of graph and mesh (KaHIP), the partitioning start
-MESH_AUTO_CANDIDATES = ["identity", "mht", "coce_mht", "bft", "coce", "affn", "mesh_bisect"]
+# mesh_bisect: recursive bisection of graph and mesh (KaHIP), the partitioning start;
+# curve: the given order along a Z-order curve (mesh_curve.py: exact on NPB CG)
+MESH_AUTO_CANDIDATES = ["identity", "curve", "mht", "coce_mht", "bft", "coce", "affn", "mesh_bisect"]
 
 
 MESH_AUTO_N2_MAX_TASKS = 256  # swap refinement: all pairs up to here, N_C^10 beyond
