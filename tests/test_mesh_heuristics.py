@@ -7,6 +7,7 @@ import pytest
 from rankmap.algorithms import map_tasks, method_names
 from rankmap.algorithms.mesh_curve import morton_order
 from rankmap.algorithms.mesh_heuristics import _Placer, pairwise_exchange
+from rankmap.algorithms.mesh_kernel import _mesh_dist, mesh_oracle, mesh_swap_refine
 from rankmap.algorithms.refine import swap_refine
 from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch
 from rankmap.cost import evaluate, mapping_cost
@@ -211,3 +212,33 @@ def test_curve_lays_the_given_order_along_a_z_curve_and_finds_cg(torus):
     assert np.unique(map_tasks(g, MeshTopology((3, 3, 2), cores=4), method="curve").pe_of_task).size == 64
     res = map_tasks(g, MeshTopology((2, 2, 2), cores=2), method="curve", eps=0.0)
     assert np.bincount(res.pe_of_task, minlength=16).max() == 4
+
+
+@pytest.mark.parametrize("topo", [MeshTopology((3, 4, 2), torus=(True, False, True), cores=2, intra_node_distance=2),
+                                  MeshTopology((5, 3))])
+def test_compiled_mesh_oracle_is_the_hop_count(topo):
+    coords, hops = mesh_oracle(topo)
+    p, q = np.meshgrid(np.arange(topo.n_pes), np.arange(topo.n_pes))
+    compiled = [_mesh_dist(coords, hops, int(a), int(b)) for a, b in zip(p.ravel(), q.ravel())]
+    assert np.array_equal(compiled, topo.distance(p.ravel(), q.ravel()))
+
+
+def test_compiled_mesh_swap_refinement_reaches_a_swap_optimum():
+    rng = np.random.default_rng(4)
+    n = 30
+    g = CommGraph.from_edges(rng.integers(0, n, 150), rng.integers(0, n, 150), rng.integers(1, 50, 150).astype(float), n=n)
+    m = MeshTopology((4, 4), torus=True, cores=2)
+    start = rng.permutation(m.n_pes)[:n]
+    out = mesh_swap_refine(g, m, start, depth="n2")
+    assert np.unique(out).size == n and mapping_cost(g, m, out) < mapping_cost(g, m, start)
+    j = mapping_cost(g, m, out)
+    for u in range(n):  # no swap of two tasks lowers J any more
+        for v in range(u + 1, n):
+            trial = out.copy()
+            trial[[u, v]] = trial[[v, u]]
+            assert mapping_cost(g, m, trial) >= j - 1e-9
+    # many tasks per PE: moves within L_max; a fractional intra-node distance takes the numpy search
+    res = mesh_swap_refine(g, MeshTopology((2, 2), cores=2), np.arange(n) % 8, eps=0.0, depth=3)
+    assert np.bincount(res, minlength=8).max() <= 4
+    frac = MeshTopology((4, 4), cores=2, intra_node_distance=0.5)
+    assert mapping_cost(g, frac, mesh_swap_refine(g, frac, start)) <= mapping_cost(g, frac, start)

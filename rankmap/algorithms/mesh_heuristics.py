@@ -29,7 +29,8 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
   (recursive bisection, ``mesh_bisect.py``); the three of lowest J
   are each refined two ways and the lowest J is kept: rankmap's own method
   on meshes.  The two refinements search different neighbourhoods:
-  ``refine.swap_refine`` swaps tasks close in the *graph* (N_C^d), pairwise
+  swap refinement (``refine.swap_refine``'s search, compiled for meshes in
+  ``mesh_kernel``) swaps tasks close in the *graph* (N_C^d), pairwise
   exchange tries the *machine* slots around a task's neighbours (free slots
   included).  Measured on MapLib's 64-rank traffic and delaunay partitions
   (``benchmarks/mesh_heuristics.py``), neither wins everywhere: pairwise
@@ -56,7 +57,6 @@ from ..topology.mesh import MeshTopology
 from . import METHODS, register
 from .baselines import pe_capacity
 from .mesh_nearest import FreeNodeTree, SpiralSearch
-from .refine import swap_refine
 from .slots import SlotTable
 
 SEARCHES = {"tree": FreeNodeTree, "spiral": SpiralSearch}
@@ -299,6 +299,8 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     """Run every candidate; refine the ``refine_best`` lowest-J ones (local
     optima differ by start) by pairwise exchange, and by swap refinement
     followed by pairwise exchange; keep the lowest J."""
+    from .mesh_kernel import mesh_swap_refine  # numba: imported on first use
+
     _require_mesh(topology)
     if options.get("coords") is None and options.get("coords_file") is None and graph.n:
         # lay the graph out once for the three geometric heuristics
@@ -311,7 +313,7 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     depth = "n2" if graph.n <= MESH_AUTO_N2_MAX_TASKS else 10
     best, best_j = None, np.inf
     for _, _, pe in sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]:
-        swapped = swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
+        swapped = mesh_swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
         for start in (pe, swapped):
             out = pairwise_exchange(graph, topology, start, eps=eps, rounds=rounds)
             j = mapping_cost(graph, topology, out)
