@@ -297,8 +297,10 @@ MESH_AUTO_N2_MAX_TASKS = 256  # swap refinement: all pairs up to here, N_C^10 be
           machines=("mesh",))
 def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **options):
     """Run every candidate; refine the ``refine_best`` lowest-J ones (local
-    optima differ by start) by pairwise exchange, and by swap refinement
-    followed by pairwise exchange; keep the lowest J."""
+    optima differ by start) by swap refinement followed by pairwise
+    exchange, and up to MESH_AUTO_N2_MAX_TASKS tasks also by pairwise
+    exchange alone (it won only on the 64-rank MapLib traffic, and costs
+    ~40 s a call at 16,384 tasks); keep the lowest J."""
     from .mesh_kernel import mesh_swap_refine  # numba: imported on first use
 
     _require_mesh(topology)
@@ -314,7 +316,7 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     best, best_j = None, np.inf
     for _, _, pe in sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]:
         swapped = mesh_swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
-        for start in (pe, swapped):
+        for start in ((pe, swapped) if graph.n <= MESH_AUTO_N2_MAX_TASKS else (swapped,)):
             out = pairwise_exchange(graph, topology, start, eps=eps, rounds=rounds)
             j = mapping_cost(graph, topology, out)
             if j < best_j:
