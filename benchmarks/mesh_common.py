@@ -59,21 +59,33 @@ def partition_graph(path: str, n_blocks: int, seed: int = 0) -> CommGraph:
     return g.quotient(_kaffpa_blocks(adj, n_blocks, seed), n_blocks)
 
 
-def triangle_mesh(n_points: int, seed: int = 0) -> tuple[sp.csr_array, np.ndarray]:
+DOMAINS = {
+    "square": lambda p: np.ones(len(p), dtype=bool),
+    "lshape": lambda p: (p[:, 0] < 0.5) | (p[:, 1] < 0.5),  # the unit square less a quadrant
+    "disc": lambda p: np.hypot(p[:, 0] - 0.5, p[:, 1] - 0.5) < 0.5,
+}
+
+
+def triangle_mesh(n_points: int, seed: int = 0, domain: str = "square") -> tuple[sp.csr_array, np.ndarray]:
     """Dual graph of a Delaunay triangulation of ``n_points`` random points
     in the unit square (triangles adjacent across an edge) and the
-    triangles' centroids."""
+    triangles' centroids; ``domain`` "lshape" or "disc" keeps only the
+    triangles whose centroid lies in that shape."""
     from scipy.spatial import Delaunay
 
     pts = np.random.default_rng(seed).random((n_points, 2))
     tri = Delaunay(pts)
-    nbr = tri.neighbors  # -1 on the hull
+    centroid = pts[tri.simplices].mean(axis=1)
+    keep_tri = DOMAINS[domain](centroid)
+    new_id = np.cumsum(keep_tri) - 1
+    nbr = tri.neighbors[keep_tri]  # -1 on the hull
     rows = np.repeat(np.arange(nbr.shape[0]), 3)
     cols = nbr.ravel()
     keep = cols >= 0
+    keep[keep] = keep_tri[cols[keep]]
     m = nbr.shape[0]
-    adj = sp.csr_array((np.ones(int(keep.sum())), (rows[keep], cols[keep])), shape=(m, m))
-    return adj, pts[tri.simplices].mean(axis=1)
+    adj = sp.csr_array((np.ones(int(keep.sum())), (rows[keep], new_id[cols[keep]])), shape=(m, m))
+    return adj, centroid[keep_tri]
 
 
 def partition_with_coordinates(adj: sp.csr_array, xy: np.ndarray, n_blocks: int,

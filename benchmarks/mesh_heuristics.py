@@ -16,6 +16,8 @@ vs spiralling.
     python benchmarks/mesh_heuristics.py            # n = 256, 1024, 4096
     python benchmarks/mesh_heuristics.py --sizes 256,1024
     python benchmarks/mesh_heuristics.py --full     # adds n = 16384 (about an hour on 2 busy cores)
+    python benchmarks/mesh_heuristics.py --ordering 5 --sizes 256,1024,4096,16384  # heuristics only, 5 partitions each
+    python benchmarks/mesh_heuristics.py --ordering 3 --domain lshape   # an L-shaped domain (also: disc)
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 
 sys.path[:0] = [os.path.dirname(__file__), os.path.join(os.path.dirname(__file__), "..")]  # this checkout
 
-from mesh_common import partition_with_coordinates, triangle_mesh  # noqa: E402
+from mesh_common import DOMAINS, partition_with_coordinates, triangle_mesh  # noqa: E402
 
 from rankmap.algorithms import map_tasks  # noqa: E402
 from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch  # noqa: E402
@@ -83,6 +85,27 @@ def search_timing(sides):
             print(f"{side}x{side:<6}{name:<8}{times[0]:10.3f}{times[1]:10.3f}", flush=True)
 
 
+def ordering_study(adj, xy, sizes, seeds: int) -> None:
+    """How stable is the paper's ordering?  The five heuristics on the
+    square 2-D meshes over ``seeds`` partitions (KaHIP seeds) of the same
+    triangle mesh, with true and with layout coordinates: mean hops per
+    byte and how often each heuristic is the best."""
+    print(f"\nordering over {seeds} partition seeds, 2-D square meshes: mean hops per byte (times best)")
+    print(f"{'n':<7}{'coords':<8}" + "".join(f"{m:>14}" for m in HEURISTICS))
+    for n in sizes:
+        hops = {c: [] for c in ("true", "layout")}
+        for seed in range(seeds):
+            g, centroids = partition_with_coordinates(adj, xy, n, seed=seed)
+            for c, xyz in (("true", centroids), ("layout", infer_coordinates(g, 2))):
+                topo = MeshTopology(MESH_2D[n])
+                hops[c].append([evaluate(g, topo, map_tasks(g, topo, method=m, coords=xyz).pe_of_task).hops_per_byte
+                                for m in HEURISTICS])
+        for c, rows in hops.items():
+            h = np.asarray(rows)
+            wins = np.bincount(h.argmin(axis=1), minlength=len(HEURISTICS))
+            print(f"{n:<7}{c:<8}" + "".join(f"{m:9.2f} ({w})" for m, w in zip(h.mean(axis=0), wins)), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="also n = 16384")
@@ -90,10 +113,17 @@ def main() -> None:
     ap.add_argument("--coords", choices=["true", "layout"], default="true",
                     help="task coordinates on 2-D meshes: part centroids or a graph layout")
     ap.add_argument("--no-tori", action="store_true", help="only the 2-D meshes")
+    ap.add_argument("--domain", choices=sorted(DOMAINS), default="square",
+                    help="shape of the simulated domain (the triangle mesh)")
+    ap.add_argument("--ordering", type=int, metavar="SEEDS", default=0,
+                    help="only the ordering study: the heuristics over SEEDS partitions per size")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")] + ([16384] if args.full else [])
     print(f"load average: {open('/proc/loadavg').read().split()[:3]}")
-    adj, xy = triangle_mesh(MESH_POINTS, seed=0)
+    adj, xy = triangle_mesh(MESH_POINTS, seed=0, domain=args.domain)
+    if args.ordering:
+        ordering_study(adj, xy, sizes, args.ordering)
+        return
     graphs, coords = {}, {}
     for n in sizes:
         t0 = time.perf_counter()

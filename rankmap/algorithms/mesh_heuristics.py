@@ -20,8 +20,14 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
   plain vs 2.15 circular).
 - ``affn``: affine map of task coordinates onto the grid, task id order.
 - ``coce`` / ``coce_mht``: the tasks nearest the 2^d corners of the
-  coordinates' bounding box go to the grid's corners (the paper's 2-D choice
-  of the min/max X and Y tasks, generalised), then BFT / MHT from there.
+  coordinates' bounding box go to the grid's corners, then BFT / MHT from
+  there.  The paper wants "the four corners of the communication graph"
+  and, because a graph's corners are not always found, "simplistically"
+  takes the tasks of minimum and maximum X and Y (sec. VI); it does not say
+  which of them goes to which mesh corner, and in 3-D it uses "eight
+  corners", which four extremes cannot give.  The tasks nearest the
+  bounding box's corners are the graph's corners on a rectangular domain
+  and give the eight 3-D corners, so we take those.
 - ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``),
   the paper's PAIRS.
 - ``mesh_auto``: identity, ``curve`` (the given order along a Z-order
