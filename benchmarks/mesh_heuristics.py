@@ -59,7 +59,9 @@ def run_row(graph, topo, coords, label, rows):
     heur = {m: res[m][0] for m in HEURISTICS}
     pair = "mht" if res["mht"][0] <= res["coce_mht"][0] else "coce_mht"
     print(f"{label:<26}" + "".join(f"{res[m][0]:12.2f}" for m in METHODS)
-          + f"  {min(heur, key=heur.get):>9} {pair:>9}", flush=True)
+          + f"  {min(heur, key=heur.get):>9} {pair:>9}")
+    print(f"{'  seconds':<26}" + "".join(f"{res[m][1]:12.2f}" for m in METHODS)
+          + f"  load {open('/proc/loadavg').read().split()[0]}", flush=True)
 
 
 def header(title):
@@ -112,13 +114,15 @@ def main() -> None:
     ap.add_argument("--sizes", default="256,1024,4096", help="task counts (of 256, 1024, 4096, 16384)")
     ap.add_argument("--coords", choices=["true", "layout"], default="true",
                     help="task coordinates on 2-D meshes: part centroids or a graph layout")
-    ap.add_argument("--no-tori", action="store_true", help="only the 2-D meshes")
+    ap.add_argument("--parts", default="2d,aspect,tori",
+                    help="which tables: 2d (square meshes), aspect (n=1024 aspect ratios), tori")
     ap.add_argument("--domain", choices=sorted(DOMAINS), default="square",
                     help="shape of the simulated domain (the triangle mesh)")
     ap.add_argument("--ordering", type=int, metavar="SEEDS", default=0,
                     help="only the ordering study: the heuristics over SEEDS partitions per size")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")] + ([16384] if args.full else [])
+    parts = args.parts.split(",")
     print(f"load average: {open('/proc/loadavg').read().split()[:3]}")
     adj, xy = triangle_mesh(MESH_POINTS, seed=0, domain=args.domain)
     if args.ordering:
@@ -130,18 +134,18 @@ def main() -> None:
         graphs[n], centroids = partition_with_coordinates(adj, xy, n, seed=0)
         t1 = time.perf_counter()
         coords[(n, 2)] = centroids if args.coords == "true" else infer_coordinates(graphs[n], 2)
-        coords[(n, 3)] = None if args.no_tori else infer_coordinates(graphs[n], 3)
+        coords[(n, 3)] = infer_coordinates(graphs[n], 3) if "tori" in parts else None
         print(f"n={n}: {graphs[n]} partitioned in {t1 - t0:.1f}s, layouts {time.perf_counter() - t1:.1f}s")
     rows = []
     header("2-D meshes: average hops per byte")
-    for n in sizes:
+    for n in sizes if "2d" in parts else []:
         run_row(graphs[n], MeshTopology(MESH_2D[n]), coords[(n, 2)], f"n={n} mesh {MESH_2D[n]}", rows)
-    if 1024 in graphs:
+    if 1024 in graphs and "aspect" in parts:
         header("n=1024 on 2-D meshes of different aspect ratios")
         for dims in ASPECTS:
             run_row(graphs[1024], MeshTopology(dims), coords[(1024, 2)], f"mesh {dims[0]}x{dims[1]}", rows)
     header("3-D tori, 1 and 4 cores per node")
-    for n in [] if args.no_tori else sizes:
+    for n in sizes if "tori" in parts else []:
         run_row(graphs[n], MeshTopology(TORUS_3D[n], torus=True), coords[(n, 3)], f"n={n} torus {TORUS_3D[n]}", rows)
         nodes = TORUS_3D_4CORES[n]
         run_row(graphs[n], MeshTopology(nodes, torus=True, cores=4), coords[(n, 3)],
