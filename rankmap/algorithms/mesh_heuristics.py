@@ -33,8 +33,8 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
 - ``mesh_auto``: identity, ``curve`` (the given order along a Z-order
   curve, ``mesh_curve.py``), every heuristic above and ``mesh_bisect``
   (recursive bisection, ``mesh_bisect.py``); the three of lowest J
-  are each refined two ways and the lowest J is kept: rankmap's own method
-  on meshes.  The two refinements search different neighbourhoods:
+  are each refined (two ways up to 256 tasks, see ``mesh_auto``) and the
+  lowest J is kept: rankmap's own method on meshes.  The two refinements search different neighbourhoods:
   swap refinement (``refine.swap_refine``'s search, compiled for meshes in
   ``mesh_kernel``) swaps tasks close in the *graph* (N_C^d), pairwise
   exchange tries the *machine* slots around a task's neighbours (free slots
