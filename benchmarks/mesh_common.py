@@ -1,14 +1,11 @@
 """Inputs shared by the mesh and bottleneck benchmarks.
 
-- ``partition_graph``: the paper's irregular workload, a mesh graph cut into
-  n blocks with KaHIP (seeded); the quotient is an n-task communication graph
-  whose tasks were numbered by the partitioner ("default" mapping).
 - ``triangle_mesh`` / ``partition_with_coordinates``: the paper's own kind of
   workload (sec. VII: a CHARM++ unstructured-grid code, each task a part of
   a triangle mesh, its coordinates "the centroid for all triangles in a
   node"): a Delaunay triangulation of random points in the unit square (how
-  the DIMACS ``delaunay_n*`` graphs are made, but with the points kept),
-  its triangles cut into n parts by KaHIP; bytes between two parts = the
+  the DIMACS ``delaunay_n*`` graphs are made, but with the points kept;
+  optionally an L-shaped or disc domain), its triangles cut into n parts by KaHIP; bytes between two parts = the
   triangle edges they share (ghost exchange).
 - ``maplib_traffic`` / ``maplib_mappings``: the 64-rank traffic of the
   *Mapping Matters* study (AMG, BT-MZ, CG, LULESH) and the mappings its
@@ -32,32 +29,6 @@ DATA = os.path.join(SHARED, "data")
 MAPLIB_TRAFFIC = os.path.join(DATA, "traffic", "maplib-mapping-matters")
 MAPLIB_RESULTS = os.path.join(DATA, "results", "maplib-mapping-matters")
 MAPLIB_APPS = ["amg", "btmz", "cg", "lulesh"]
-
-
-def read_metis(path: str) -> sp.csr_array:
-    """Adjacency of an unweighted METIS graph file (edge weights 1)."""
-    with open(path, encoding="utf-8") as fh:
-        lines = [ln for ln in fh if not ln.startswith("%")]
-    n = int(lines[0].split()[0])
-    fmt = lines[0].split()[2] if len(lines[0].split()) > 2 else "0"
-    if fmt not in ("0", "00", "000"):
-        raise ValueError(f"{path}: only unweighted METIS graphs are read here (fmt {fmt})")
-    rows, cols = [], []
-    for v, line in enumerate(lines[1:n + 1]):
-        nb = np.asarray(line.split(), dtype=np.int64) - 1
-        rows.append(np.full(nb.size, v))
-        cols.append(nb)
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    return sp.csr_array((np.ones(r.size), (r, c)), shape=(n, n))
-
-
-def partition_graph(path: str, n_blocks: int, seed: int = 0) -> CommGraph:
-    """n-task communication graph: ``path`` cut into ``n_blocks`` by KaHIP
-    (fast mode, 3% imbalance), one byte per cut edge and direction."""
-    adj = read_metis(path)
-    g = CommGraph(adj, name=os.path.basename(path))
-    return g.quotient(_kaffpa_blocks(adj, n_blocks, seed), n_blocks)
-
 
 DOMAINS = {
     "square": lambda p: np.ones(len(p), dtype=bool),
