@@ -1,8 +1,12 @@
 """Inputs shared by the mesh and bottleneck benchmarks.
 
-- ``partition_graph``: the paper's irregular workload, a mesh graph cut into
-  n blocks with KaHIP (seeded); the quotient is an n-task communication graph
-  whose tasks were numbered by the partitioner ("default" mapping).
+- ``triangle_mesh`` / ``partition_with_coordinates``: the paper's own kind of
+  workload (sec. VII: a CHARM++ unstructured-grid code, each task a part of
+  a triangle mesh, its coordinates "the centroid for all triangles in a
+  node"): a Delaunay triangulation of random points in the unit square (how
+  the DIMACS ``delaunay_n*`` graphs are made, but with the points kept;
+  optionally an L-shaped or disc domain), its triangles cut into n parts by KaHIP; bytes between two parts = the
+  triangle edges they share (ghost exchange).
 - ``maplib_traffic`` / ``maplib_mappings``: the 64-rank traffic of the
   *Mapping Matters* study (AMG, BT-MZ, CG, LULESH) and the mappings its
   tools wrote for a 4x4x4 mesh and torus.
@@ -26,36 +30,56 @@ MAPLIB_TRAFFIC = os.path.join(DATA, "traffic", "maplib-mapping-matters")
 MAPLIB_RESULTS = os.path.join(DATA, "results", "maplib-mapping-matters")
 MAPLIB_APPS = ["amg", "btmz", "cg", "lulesh"]
 
-
-def read_metis(path: str) -> sp.csr_array:
-    """Adjacency of an unweighted METIS graph file (edge weights 1)."""
-    with open(path, encoding="utf-8") as fh:
-        lines = [ln for ln in fh if not ln.startswith("%")]
-    n = int(lines[0].split()[0])
-    fmt = lines[0].split()[2] if len(lines[0].split()) > 2 else "0"
-    if fmt not in ("0", "00", "000"):
-        raise ValueError(f"{path}: only unweighted METIS graphs are read here (fmt {fmt})")
-    rows, cols = [], []
-    for v, line in enumerate(lines[1:n + 1]):
-        nb = np.asarray(line.split(), dtype=np.int64) - 1
-        rows.append(np.full(nb.size, v))
-        cols.append(nb)
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    return sp.csr_array((np.ones(r.size), (r, c)), shape=(n, n))
+DOMAINS = {
+    "square": lambda p: np.ones(len(p), dtype=bool),
+    "lshape": lambda p: (p[:, 0] < 0.5) | (p[:, 1] < 0.5),  # the unit square less a quadrant
+    "disc": lambda p: np.hypot(p[:, 0] - 0.5, p[:, 1] - 0.5) < 0.5,
+}
 
 
-def partition_graph(path: str, n_blocks: int, seed: int = 0) -> CommGraph:
-    """n-task communication graph: ``path`` cut into ``n_blocks`` by KaHIP
-    (fast mode, 3% imbalance), one byte per cut edge and direction."""
+def triangle_mesh(n_points: int, seed: int = 0, domain: str = "square") -> tuple[sp.csr_array, np.ndarray]:
+    """Dual graph of a Delaunay triangulation of ``n_points`` random points
+    in the unit square (triangles adjacent across an edge) and the
+    triangles' centroids; ``domain`` "lshape" or "disc" keeps only the
+    triangles whose centroid lies in that shape."""
+    from scipy.spatial import Delaunay
+
+    pts = np.random.default_rng(seed).random((n_points, 2))
+    tri = Delaunay(pts)
+    centroid = pts[tri.simplices].mean(axis=1)
+    keep_tri = DOMAINS[domain](centroid)
+    new_id = np.cumsum(keep_tri) - 1
+    nbr = tri.neighbors[keep_tri]  # -1 on the hull
+    rows = np.repeat(np.arange(nbr.shape[0]), 3)
+    cols = nbr.ravel()
+    keep = cols >= 0
+    keep[keep] = keep_tri[cols[keep]]
+    m = nbr.shape[0]
+    adj = sp.csr_array((np.ones(int(keep.sum())), (rows[keep], new_id[cols[keep]])), shape=(m, m))
+    return adj, centroid[keep_tri]
+
+
+def partition_with_coordinates(adj: sp.csr_array, xy: np.ndarray, n_blocks: int,
+                               seed: int = 0) -> tuple[CommGraph, np.ndarray]:
+    """``adj`` cut into ``n_blocks`` by KaHIP (fast, 3%): the n-task graph
+    and each task's coordinates, the centroid of its elements."""
+    block = _kaffpa_blocks(adj, n_blocks, seed)
+    sizes = np.bincount(block, minlength=n_blocks)
+    if (sizes == 0).any():
+        raise ValueError(f"{n_blocks} parts of {adj.shape[0]} elements leave some empty: use a larger mesh")
+    coords = np.stack([np.bincount(block, weights=xy[:, k], minlength=n_blocks) for k in range(xy.shape[1])],
+                      axis=1) / sizes[:, None]
+    return CommGraph(adj, name=f"triangles{adj.shape[0]}").quotient(block, n_blocks), coords
+
+
+def _kaffpa_blocks(adj: sp.csr_array, n_blocks: int, seed: int) -> np.ndarray:
     import kahip
 
-    adj = read_metis(path)
     xadj = adj.indptr.astype(np.int64).tolist()
     adjncy = adj.indices.astype(np.int64).tolist()
-    ones = [1] * (len(xadj) - 1)
-    _, blocks = kahip.kaffpa(ones, xadj, [1] * len(adjncy), adjncy, n_blocks, 0.03, True, seed, 0)
-    g = CommGraph(adj, name=os.path.basename(path))
-    return g.quotient(np.asarray(blocks, dtype=np.int64), n_blocks)
+    _, blocks = kahip.kaffpa([1] * (len(xadj) - 1), xadj, [1] * len(adjncy), adjncy, n_blocks, 0.03, True,
+                             seed, 0)
+    return np.asarray(blocks, dtype=np.int64)
 
 
 def maplib_traffic(app: str) -> CommGraph:

@@ -23,7 +23,7 @@ from rankmap.algorithms import map_tasks  # noqa: E402
 from rankmap.cost import evaluate  # noqa: E402
 from rankmap.topology import MeshTopology  # noqa: E402
 
-OURS = ["identity", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_bisect", "mesh_auto"]
+OURS = ["identity", "curve", "bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_bisect", "mesh_auto"]
 
 
 def main() -> None:

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks, method_names
-from rankmap.algorithms.mesh_heuristics import pairwise_exchange
+from rankmap.algorithms.mesh_curve import morton_order
+from rankmap.algorithms.mesh_heuristics import _Placer, pairwise_exchange
+from rankmap.algorithms.mesh_kernel import _mesh_dist, mesh_oracle, mesh_swap_refine
 from rankmap.algorithms.refine import swap_refine
 from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch
 from rankmap.cost import evaluate, mapping_cost
@@ -170,3 +172,73 @@ def test_mesh_bisect_maps_a_stencil_onto_its_own_mesh_almost_perfectly(torus):
     small, _ = grid_graph(5, 7)
     map_tasks(small, MeshTopology((3, 3, 2), cores=2), method="mesh_bisect")  # 35 tasks on 36 PEs
     map_tasks(g, MeshTopology((4, 4)), method="mesh_bisect", eps=0.0)  # 4 tasks per PE
+
+
+def test_mht_centroid_counts_each_placed_neighbour_once_and_wraps_on_tori():
+    """Bhatele & Kale's Algorithm 1: the centroid of the neighbours' nodes,
+    whatever their bytes; on a torus ring the mean on the circle."""
+    g = CommGraph.from_edges([0, 0], [1, 2], [1.0, 1000.0], n=3)
+    placer = _Placer(g, MeshTopology((5, 5)), None, "tree")
+    placer.place(1, (0, 0))
+    placer.place(2, (4, 0))
+    assert placer.centroid(np.array([1, 2])).tolist() == [2, 0]
+    ring = _Placer(g, MeshTopology((8, 3), torus=True), None, "tree")
+    ring.place(1, (0, 1))
+    ring.place(2, (7, 1))
+    assert ring.centroid(np.array([1, 2]))[0] in (0, 7)  # next to both, not 3 or 4
+
+
+def cg_like_graph():
+    """NPB CG's 64-rank pattern: 8 groups of 8 ranks exchanging along 3 bits
+    (a 3-cube each), rank 8r + c also with its transpose 8c + r."""
+    src, dst = [], []
+    for t in range(64):
+        r, c = divmod(t, 8)
+        src += [t ^ 1, t ^ 2, t ^ 4] + ([8 * c + r] if r != c else [])
+        dst += [t] * (4 if r != c else 3)
+    return CommGraph.from_edges(np.array(src), np.array(dst), np.ones(len(src)), n=64)
+
+
+@pytest.mark.parametrize("torus", [False, True])
+def test_curve_lays_the_given_order_along_a_z_curve_and_finds_cg(torus):
+    assert morton_order(MeshTopology((4, 4)))[:8].tolist() == [0, 1, 4, 5, 2, 3, 6, 7]
+    assert sorted(morton_order(MeshTopology((3, 5))).tolist()) == list(range(15))
+    g, m = cg_like_graph(), MeshTopology((4, 4, 4), torus=torus)
+    # every 3-cube in a 2x2x2 box (1 hop), transposes at the Hamming distance of r and c
+    exact = (96 + 48) / 124
+    assert evaluate(g, m, map_tasks(g, m, method="curve").pe_of_task).hops_per_byte == pytest.approx(exact)
+    assert evaluate(g, m, map_tasks(g, m, method="mesh_auto").pe_of_task).hops_per_byte <= exact + 1e-12
+    # several cores, fewer tasks, many tasks per PE
+    assert np.unique(map_tasks(g, MeshTopology((3, 3, 2), cores=4), method="curve").pe_of_task).size == 64
+    res = map_tasks(g, MeshTopology((2, 2, 2), cores=2), method="curve", eps=0.0)
+    assert np.bincount(res.pe_of_task, minlength=16).max() == 4
+
+
+@pytest.mark.parametrize("topo", [MeshTopology((3, 4, 2), torus=(True, False, True), cores=2, intra_node_distance=2),
+                                  MeshTopology((5, 3))])
+def test_compiled_mesh_oracle_is_the_hop_count(topo):
+    coords, hops = mesh_oracle(topo)
+    p, q = np.meshgrid(np.arange(topo.n_pes), np.arange(topo.n_pes))
+    compiled = [_mesh_dist(coords, hops, int(a), int(b)) for a, b in zip(p.ravel(), q.ravel())]
+    assert np.array_equal(compiled, topo.distance(p.ravel(), q.ravel()))
+
+
+def test_compiled_mesh_swap_refinement_reaches_a_swap_optimum():
+    rng = np.random.default_rng(4)
+    n = 30
+    g = CommGraph.from_edges(rng.integers(0, n, 150), rng.integers(0, n, 150), rng.integers(1, 50, 150).astype(float), n=n)
+    m = MeshTopology((4, 4), torus=True, cores=2)
+    start = rng.permutation(m.n_pes)[:n]
+    out = mesh_swap_refine(g, m, start, depth="n2")
+    assert np.unique(out).size == n and mapping_cost(g, m, out) < mapping_cost(g, m, start)
+    j = mapping_cost(g, m, out)
+    for u in range(n):  # no swap of two tasks lowers J any more
+        for v in range(u + 1, n):
+            trial = out.copy()
+            trial[[u, v]] = trial[[v, u]]
+            assert mapping_cost(g, m, trial) >= j - 1e-9
+    # many tasks per PE: moves within L_max; a fractional intra-node distance takes the numpy search
+    res = mesh_swap_refine(g, MeshTopology((2, 2), cores=2), np.arange(n) % 8, eps=0.0, depth=3)
+    assert np.bincount(res, minlength=8).max() <= 4
+    frac = MeshTopology((4, 4), cores=2, intra_node_distance=0.5)
+    assert mapping_cost(g, frac, mesh_swap_refine(g, frac, start)) <= mapping_cost(g, frac, start)

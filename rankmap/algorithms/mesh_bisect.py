@@ -93,13 +93,15 @@ def _best_bisection(adj, tasks, counts, capacity, boxes, centre, sym, mesh, eps,
     ctr = np.array([blo + (bsize - 1) / 2.0 for blo, bsize in boxes])
     gap = float(_centre_distance(mesh, ctr[0], ctr[1]))
     upper = sp.triu(adj, k=1).tocoo()
+    ext_rows, ext_far, ext_w = _external_edges(tasks, centre, sym)
     best, best_cost = None, np.inf
     for _ in range(tries):
         block = partition_graph(adj, ones, counts, 0.0 if eps is None else float(eps),
                                 preset=preset, seed=seed)
         seed += 1
         block = repair_balance(adj, ones, block, capacity)
-        ext, ext_swapped = _external_cost(block, tasks, ctr, centre, sym, mesh)
+        ext = float(np.dot(ext_w, _centre_distance(mesh, ctr[block[ext_rows]], ext_far)))
+        ext_swapped = float(np.dot(ext_w, _centre_distance(mesh, ctr[1 - block[ext_rows]], ext_far)))
         if orient and np.array_equal(capacity, capacity[::-1]) and ext_swapped < ext:
             block, ext = 1 - block, ext_swapped
         cost = ext + gap * float(upper.data[block[upper.row] != block[upper.col]].sum())
@@ -108,18 +110,15 @@ def _best_bisection(adj, tasks, counts, capacity, boxes, centre, sym, mesh, eps,
     return best, seed
 
 
-def _external_cost(block, tasks, ctr, centre, sym, mesh) -> tuple[float, float]:
-    """Hop-bytes of the edges from the box's tasks to tasks outside it
-    (centre to centre), as placed and with the two halves swapped."""
-    rows = sym[tasks]
+def _external_edges(tasks, centre, sym):
+    """The edges from the box's tasks to tasks outside it: the row of the
+    inside task (position in ``tasks``), the outside task's box centre, bytes.
+    Their hop-bytes decide the orientation (centre to centre)."""
+    coo = sym[tasks].tocoo()
     inside = np.zeros(sym.shape[0], dtype=bool)
     inside[tasks] = True
-    coo = rows.tocoo()
     keep = ~inside[coo.col]
-    r, c, w = coo.row[keep], coo.col[keep], coo.data[keep]
-    far = centre[c]
-    return (float(np.dot(w, _centre_distance(mesh, ctr[block[r]], far))),
-            float(np.dot(w, _centre_distance(mesh, ctr[1 - block[r]], far))))
+    return coo.row[keep], centre[coo.col[keep]], coo.data[keep]
 
 
 @register("mesh_bisect", "mesh/torus: recursive bisection of graph (KaHIP) and mesh in step, "

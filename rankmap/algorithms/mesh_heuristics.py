@@ -9,20 +9,34 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
   placed around the node of the task that reached them.
 - ``mht``: max-heap traversal: start with the task of most neighbours at the
   centre; then always the task with the most placed neighbours (ties: the
-  most bytes to them), at the centroid of their nodes.  We weight the
-  centroid by bytes (the paper's is unweighted) and take it on the circle in
-  torus dimensions.
+  most bytes to them), at the centroid of their nodes.  The centroid is the
+  paper's: "placed close to the centroid of the processors on which its
+  neighbors have been placed" (sec. IV, Algorithm 1), each placed neighbour
+  counting once, whatever its bytes (a byte-weighted centroid, tried in
+  session 2, gave 3.43 vs 3.28 hops per byte at 1024 tasks on 32x32).  The
+  paper's algorithm is 2-D-mesh only; in torus dimensions we take the mean
+  on the circle, since the plain mean of neighbours on both sides of the
+  wrap lands on the far side of the ring (8x8x4 torus, 256 tasks: 2.60
+  plain vs 2.15 circular).
 - ``affn``: affine map of task coordinates onto the grid, task id order.
 - ``coce`` / ``coce_mht``: the tasks nearest the 2^d corners of the
-  coordinates' bounding box go to the grid's corners (the paper's 2-D choice
-  of the min/max X and Y tasks, generalised), then BFT / MHT from there.
+  coordinates' bounding box go to the grid's corners, then BFT / MHT from
+  there.  The paper wants "the four corners of the communication graph"
+  and, because a graph's corners are not always found, "simplistically"
+  takes the tasks of minimum and maximum X and Y (sec. VI); it does not say
+  which of them goes to which mesh corner, and in 3-D it uses "eight
+  corners", which four extremes cannot give.  The tasks nearest the
+  bounding box's corners are the graph's corners on a rectangular domain
+  and give the eight 3-D corners, so we take those.
 - ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``),
   the paper's PAIRS.
-- ``mesh_auto``: identity, every heuristic above and ``mesh_bisect``
+- ``mesh_auto``: identity, ``curve`` (the given order along a Z-order
+  curve, ``mesh_curve.py``), every heuristic above and ``mesh_bisect``
   (recursive bisection, ``mesh_bisect.py``); the three of lowest J
-  are each refined two ways and the lowest J is kept: rankmap's own method
-  on meshes.  The two refinements search different neighbourhoods:
-  ``refine.swap_refine`` swaps tasks close in the *graph* (N_C^d), pairwise
+  are each refined (two ways up to 256 tasks, see ``mesh_auto``) and the
+  lowest J is kept: rankmap's own method on meshes.  The two refinements search different neighbourhoods:
+  swap refinement (``refine.swap_refine``'s search, compiled for meshes in
+  ``mesh_kernel``) swaps tasks close in the *graph* (N_C^d), pairwise
   exchange tries the *machine* slots around a task's neighbours (free slots
   included).  Measured on MapLib's 64-rank traffic and delaunay partitions
   (``benchmarks/mesh_heuristics.py``), neither wins everywhere: pairwise
@@ -49,7 +63,6 @@ from ..topology.mesh import MeshTopology
 from . import METHODS, register
 from .baselines import pe_capacity
 from .mesh_nearest import FreeNodeTree, SpiralSearch
-from .refine import swap_refine
 from .slots import SlotTable
 
 SEARCHES = {"tree": FreeNodeTree, "spiral": SpiralSearch}
@@ -86,12 +99,13 @@ class _Placer:
     def coords_of(self, task: int) -> np.ndarray:
         return self.mesh.node_coords(self.node[task])
 
-    def centroid(self, nbrs, weights) -> np.ndarray:
-        """Byte-weighted centroid of the nodes of placed tasks ``nbrs``, as a
-        grid point (circular mean in torus dimensions)."""
+    def centroid(self, nbrs) -> np.ndarray:
+        """Centroid of the nodes of placed tasks ``nbrs``, each counted once
+        (Bhatele & Kale, Algorithm 1), as a grid point (circular mean in
+        torus dimensions)."""
         m = self.mesh
         c = m.node_coords(self.node[nbrs]).astype(np.float64)
-        w = weights / weights.sum()
+        w = np.full(len(nbrs), 1.0 / len(nbrs))
         out = np.empty(m.ndim)
         for k, (d, t) in enumerate(zip(m.dims, m.torus)):
             if t and d > 1:
@@ -161,7 +175,7 @@ def _mht(graph, placer: _Placer, seeds: list[int]) -> np.ndarray:
             lo, hi = indptr[u], indptr[u + 1]
             nbrs = indices[lo:hi]
             mask = placer.pe[nbrs] >= 0
-            placer.place(u, placer.centroid(nbrs[mask], data[lo:hi][mask]))
+            placer.place(u, placer.centroid(nbrs[mask]))
             placed(u)
         while next_start < graph.n and placer.pe[by_degree[next_start]] >= 0:
             next_start += 1
@@ -276,8 +290,9 @@ def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=8, **_):
 
 # identity is a candidate: a program's own rank order is often a good
 # mapping already (Bhatele & Kale sec. VIII), and auto must not lose to it
-# mesh_bisect: recursive bisection of graph and mesh (KaHIP), the partitioning start
-MESH_AUTO_CANDIDATES = ["identity", "mht", "coce_mht", "bft", "coce", "affn", "mesh_bisect"]
+# mesh_bisect: recursive bisection of graph and mesh (KaHIP), the partitioning start;
+# curve: the given order along a Z-order curve (mesh_curve.py: exact on NPB CG)
+MESH_AUTO_CANDIDATES = ["identity", "curve", "mht", "coce_mht", "bft", "coce", "affn", "mesh_bisect"]
 
 
 MESH_AUTO_N2_MAX_TASKS = 256  # swap refinement: all pairs up to here, N_C^10 beyond
@@ -288,8 +303,12 @@ MESH_AUTO_N2_MAX_TASKS = 256  # swap refinement: all pairs up to here, N_C^10 be
           machines=("mesh",))
 def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **options):
     """Run every candidate; refine the ``refine_best`` lowest-J ones (local
-    optima differ by start) by pairwise exchange, and by swap refinement
-    followed by pairwise exchange; keep the lowest J."""
+    optima differ by start) by swap refinement followed by pairwise
+    exchange, and up to MESH_AUTO_N2_MAX_TASKS tasks also by pairwise
+    exchange alone (it won only on the 64-rank MapLib traffic, and costs
+    ~40 s a call at 16,384 tasks); keep the lowest J."""
+    from .mesh_kernel import mesh_swap_refine  # numba: imported on first use
+
     _require_mesh(topology)
     if options.get("coords") is None and options.get("coords_file") is None and graph.n:
         # lay the graph out once for the three geometric heuristics
@@ -302,8 +321,8 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     depth = "n2" if graph.n <= MESH_AUTO_N2_MAX_TASKS else 10
     best, best_j = None, np.inf
     for _, _, pe in sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]:
-        swapped = swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
-        for start in (pe, swapped):
+        swapped = mesh_swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
+        for start in ((pe, swapped) if graph.n <= MESH_AUTO_N2_MAX_TASKS else (swapped,)):
             out = pairwise_exchange(graph, topology, start, eps=eps, rounds=rounds)
             j = mapping_cost(graph, topology, out)
             if j < best_j:
