@@ -7,8 +7,8 @@ import pytest
 from rankmap.algorithms import map_tasks, method_names
 from rankmap.algorithms.mesh_curve import morton_order
 from rankmap.algorithms.mesh_heuristics import _Placer, pairwise_exchange
-from rankmap.algorithms.mesh_kernel import _mesh_dist, mesh_oracle, mesh_swap_refine
-from rankmap.algorithms.refine import swap_refine
+from rankmap.algorithms.mesh_kernel import _mesh_dist, mesh_oracle
+from rankmap.algorithms.refine import _compiled_kernel, swap_refine
 from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch
 from rankmap.cost import evaluate, mapping_cost
 from rankmap.graph import CommGraph
@@ -229,7 +229,8 @@ def test_compiled_mesh_swap_refinement_reaches_a_swap_optimum():
     g = CommGraph.from_edges(rng.integers(0, n, 150), rng.integers(0, n, 150), rng.integers(1, 50, 150).astype(float), n=n)
     m = MeshTopology((4, 4), torus=True, cores=2)
     start = rng.permutation(m.n_pes)[:n]
-    out = mesh_swap_refine(g, m, start, depth="n2")
+    assert _compiled_kernel(m) is not None  # the compiled pass, not the numpy search
+    out = swap_refine(g, m, start, depth="n2")
     assert np.unique(out).size == n and mapping_cost(g, m, out) < mapping_cost(g, m, start)
     j = mapping_cost(g, m, out)
     for u in range(n):  # no swap of two tasks lowers J any more
@@ -238,7 +239,8 @@ def test_compiled_mesh_swap_refinement_reaches_a_swap_optimum():
             trial[[u, v]] = trial[[v, u]]
             assert mapping_cost(g, m, trial) >= j - 1e-9
     # many tasks per PE: moves within L_max; a fractional intra-node distance takes the numpy search
-    res = mesh_swap_refine(g, MeshTopology((2, 2), cores=2), np.arange(n) % 8, eps=0.0, depth=3)
+    res = swap_refine(g, MeshTopology((2, 2), cores=2), np.arange(n) % 8, eps=0.0, depth=3)
     assert np.bincount(res, minlength=8).max() <= 4
     frac = MeshTopology((4, 4), cores=2, intra_node_distance=0.5)
-    assert mapping_cost(g, frac, mesh_swap_refine(g, frac, start)) <= mapping_cost(g, frac, start)
+    assert _compiled_kernel(frac) is None
+    assert mapping_cost(g, frac, swap_refine(g, frac, start)) <= mapping_cost(g, frac, start)

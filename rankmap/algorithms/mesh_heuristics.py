@@ -63,6 +63,7 @@ from ..topology.mesh import MeshTopology
 from . import METHODS, register
 from .baselines import pe_capacity
 from .mesh_nearest import FreeNodeTree, SpiralSearch
+from .refine import swap_refine
 from .slots import SlotTable
 
 SEARCHES = {"tree": FreeNodeTree, "spiral": SpiralSearch}
@@ -307,8 +308,6 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     exchange, and up to MESH_AUTO_N2_MAX_TASKS tasks also by pairwise
     exchange alone (it won only on the 64-rank MapLib traffic, and costs
     ~40 s a call at 16,384 tasks); keep the lowest J."""
-    from .mesh_kernel import mesh_swap_refine  # numba: imported on first use
-
     _require_mesh(topology)
     if options.get("coords") is None and options.get("coords_file") is None and graph.n:
         # lay the graph out once for the three geometric heuristics
@@ -321,7 +320,7 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     depth = "n2" if graph.n <= MESH_AUTO_N2_MAX_TASKS else 10
     best, best_j = None, np.inf
     for _, _, pe in sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]:
-        swapped = mesh_swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
+        swapped = swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
         for start in ((pe, swapped) if graph.n <= MESH_AUTO_N2_MAX_TASKS else (swapped,)):
             out = pairwise_exchange(graph, topology, start, eps=eps, rounds=rounds)
             j = mapping_cost(graph, topology, out)

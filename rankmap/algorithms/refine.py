@@ -234,8 +234,9 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
         raise ValueError(f"refinement depth must be >= 1, got {depth}")
     tol = 1e-12 * max(s.j, 1.0)
     cache: list = []
-    if isinstance(topology, Topology) and n > 1:
-        _compiled_search(s, topology, depth, int(ball_cap), rng, cache, tol, start, time_limit, max_passes, stats,
+    kernel = _compiled_kernel(topology) if n > 1 else None
+    if kernel is not None:
+        _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, start, time_limit, max_passes, stats,
                          max_evaluations)
         stats.j_end = float(mapping_cost(graph, topology, s.pos))
         stats.seconds = time.perf_counter() - start
@@ -268,14 +269,28 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     return s.pos, stats
 
 
-def _compiled_search(s: _SwapState, topology, depth, cap, rng, cache, tol, start, time_limit, max_passes,
-                     stats: RefineStats, max_evaluations=None):
-    """Tree machines: sequential first-improvement passes in compiled code
-    (refine_kernel), the time and work limits checked between slices of
-    pairs."""
-    from .refine_kernel import swap_pass, tree_oracle
+def _compiled_kernel(topology):
+    """The compiled pass and its distance-oracle arrays for this machine, or
+    None where only the numpy path applies: tree machines use
+    ``refine_kernel``; meshes and tori with an integral intra-node distance
+    the same pass compiled with a hop-count oracle (``mesh_kernel``)."""
+    if isinstance(topology, Topology):
+        from .refine_kernel import swap_pass, tree_oracle
 
-    paths, dist_ext = tree_oracle(topology)
+        return (swap_pass, *tree_oracle(topology))
+    if float(getattr(topology, "intra_node_distance", 0.5)).is_integer():
+        from .mesh_kernel import mesh_oracle, swap_pass
+
+        return (swap_pass, *mesh_oracle(topology))
+    return None
+
+
+def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, start, time_limit, max_passes,
+                     stats: RefineStats, max_evaluations=None):
+    """Sequential first-improvement passes in compiled code (the pass of
+    ``_compiled_kernel``), the time and work limits checked between slices
+    of pairs."""
+    swap_pass, oracle_a, oracle_b = kernel
     many = bool(s.many)
     vw = np.asarray(s.vw, dtype=np.float64)
     load = s.load if many else np.zeros(1)
@@ -288,7 +303,7 @@ def _compiled_search(s: _SwapState, topology, depth, cap, rng, cache, tol, start
         for U, V in _pass_pairs(s.adj, depth, cap, rng, cache):
             step = U.size if max_evaluations is None else PAIR_SLICE
             for b in range(0, U.size, max(step, 1)):
-                ev, applied, _ = swap_pass(indptr, indices, w, s.pos, paths, dist_ext, U[b:b + step],
+                ev, applied, _ = swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U[b:b + step],
                                            V[b:b + step], many, vw, load, l_max, tol)
                 stats.evaluated += ev
                 stats.swaps += applied
