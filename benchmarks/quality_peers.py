@@ -224,6 +224,7 @@ def one_to_one_methods(args, scotch):
 
 def run_one_to_one(args, scotch):
     graphs, ks = SIZES[args.size]
+    ks = args.ks or ks
     ours, peers = one_to_one_methods(args, scotch)
     instances = []
     for name in graphs:
@@ -375,6 +376,8 @@ def main(argv=None) -> int:
     ap.add_argument("--also-limits", type=lambda v: [float(x) for x in v.split(",") if x], default=[],
                     help="comma-separated further budgets for auto, one column each (e.g. 0.5,60: "
                          "a fast setting and a long near-optimal reference)")
+    ap.add_argument("--ks", type=lambda v: [int(x) for x in v.split(",") if x], default=None,
+                    help="k values of S = 4:16:k instead of the size's (e.g. 16,32: n = 1024, 2048)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-traffic", dest="traffic", action="store_false")
     ap.add_argument("--many", action="store_true", help="also run the many-to-one comparison")
