@@ -71,3 +71,17 @@ def test_refine_around_a_kick_reaches_a_full_swap_optimum():
     assert sorted(out.tolist()) == list(range(g.n))
     assert mapping_cost(g, topo, out) <= mapping_cost(g, topo, kicked)
     assert refine_swaps(g, topo, out, depth="n2", max_passes=1)[1].swaps == 0  # nothing left to gain
+
+
+def test_fewer_tasks_than_pes_no_move_into_a_free_pe_lowers_j():
+    g = grid_graph(7, 7)
+    topo = hierarchy_topology([4, 4, 4], [1, 10, 100])  # 49 tasks on 64 PEs
+    pe = map_tasks(g, topo, method="auto", seed=1, time_limit=1).pe_of_task
+    assert np.unique(pe).size == g.n
+    j = mapping_cost(g, topo, pe)
+    free = np.setdiff1d(np.arange(topo.n_pes), pe)
+    for u in range(g.n):
+        for q in free.tolist():
+            trial = pe.copy()
+            trial[u] = q
+            assert mapping_cost(g, topo, trial) >= j - 1e-9
