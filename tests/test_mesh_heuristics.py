@@ -173,6 +173,45 @@ def test_pairwise_exchange_falls_back_to_numpy_for_a_fractional_intra_node_dista
     assert mapping_cost(g, m, pairwise_exchange(g, m, start)) < mapping_cost(g, m, start)
 
 
+def test_exact_bisection_of_a_small_box_is_the_cheapest():
+    import itertools
+
+    from rankmap.algorithms.mesh_bisect import _exact_bisection
+
+    rng = np.random.default_rng(4)
+    n = 30
+    src, dst = rng.integers(0, n, 150), rng.integers(0, n, 150)
+    g = CommGraph.from_edges(src, dst, rng.integers(1, 20, 150).astype(float), n=n)
+    sym = g.symmetric
+    mesh = MeshTopology((6, 4), torus=(True, False))
+    boxes = [(np.array([2, 0]), np.array([2, 2])), (np.array([4, 0]), np.array([2, 2]))]
+    ctr = [lo + (size - 1) / 2 for lo, size in boxes]
+    centre = rng.integers(0, 4, (n, 2)).astype(float)  # where the other tasks' boxes are
+    tasks = np.array([3, 7, 8, 12, 20, 21, 25])
+
+    def hops(a, b):
+        d = np.abs(a - b)
+        return min(d[0], 6 - d[0]) + d[1]
+
+    def cost(side):
+        where = dict(zip(tasks.tolist(), side))
+        total = 0.0
+        for u in tasks.tolist():
+            for x, w in zip(sym.indices[sym.indptr[u]:sym.indptr[u + 1]].tolist(),
+                            sym.data[sym.indptr[u]:sym.indptr[u + 1]].tolist()):
+                if x not in where:
+                    total += w * hops(ctr[where[u]], centre[x])
+                elif u < x and where[u] != where[x]:
+                    total += w * hops(ctr[0], ctr[1])
+        return total
+
+    local = np.full(n, -1)
+    side = _exact_bisection(tasks, np.array([4, 3]), boxes, centre, sym, mesh, local)
+    assert side.sum() == 3 and (local == -1).all()
+    best = min(cost(s) for s in itertools.product((0, 1), repeat=tasks.size) if sum(s) == 3)
+    assert cost(side.tolist()) == pytest.approx(best)
+
+
 def test_mesh_auto_beats_every_heuristic_and_both_refinements():
     rng = np.random.default_rng(3)
     n = 32
