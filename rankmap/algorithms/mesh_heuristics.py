@@ -306,8 +306,8 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     """Run every candidate; refine the ``refine_best`` lowest-J ones (local
     optima differ by start) by swap refinement followed by pairwise
     exchange, and up to MESH_AUTO_N2_MAX_TASKS tasks also by pairwise
-    exchange alone (it won only on the 64-rank MapLib traffic, and costs
-    ~40 s a call at 16,384 tasks); keep the lowest J."""
+    exchange alone (it won only on the 64-rank MapLib traffic); keep the
+    lowest J."""
     _require_mesh(topology)
     if options.get("coords") is None and options.get("coords_file") is None and graph.n:
         # lay the graph out once for the three geometric heuristics
