@@ -6,8 +6,8 @@ import pytest
 
 from rankmap.algorithms import map_tasks, method_names
 from rankmap.algorithms.mesh_curve import morton_order
-from rankmap.algorithms.mesh_heuristics import _Placer, pairwise_exchange
-from rankmap.algorithms.mesh_kernel import _mesh_dist, mesh_oracle
+from rankmap.algorithms.mesh_heuristics import _Placer, _pairwise_exchange_numpy, pairwise_exchange
+from rankmap.algorithms.mesh_kernel import _mesh_dist, exchange_kernel, mesh_oracle
 from rankmap.algorithms.refine import _compiled_kernel, swap_refine
 from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch
 from rankmap.cost import evaluate, mapping_cost
@@ -143,6 +143,73 @@ def test_pairwise_exchange_only_lowers_J(topo):
     assert np.unique(out).size == n
     assert mapping_cost(g, topo, out) < mapping_cost(g, topo, start)
     assert mapping_cost(g, topo, pairwise_exchange(g, topo, out)) <= mapping_cost(g, topo, out)
+
+
+@pytest.mark.parametrize("topo,n,eps", [
+    (MeshTopology((16, 16)), 200, None),  # > 128 slots: the neighbourhood of the weighted median
+    (MeshTopology((8, 8, 4), torus=True), 256, None),
+    (MeshTopology((6, 5), torus=(True, False), cores=4), 100, None),  # fewer tasks than PEs
+    (MeshTopology((8, 8), torus=True, cores=2), 512, 0.03),  # 4 tasks per PE
+    (MeshTopology((8, 8), cores=2, intra_node_distance=1), 60, None),
+    (MeshTopology((5, 5)), 20, None),  # every slot a candidate
+    (topology_from_strings("4:8:8", "1:10:100"), 200, None),  # 2-hop graph neighbourhood
+    (topology_from_strings("2:4:4", "1:10:100"), 100, 0.1),
+])
+def test_compiled_pairwise_exchange_is_the_numpy_search(topo, n, eps):
+    rng = np.random.default_rng(1)
+    src, dst = rng.integers(0, n, 4 * n), rng.integers(0, n, 4 * n)
+    g = CommGraph.from_edges(src, dst, rng.integers(1, 20, 4 * n).astype(float), n=n)
+    start = map_tasks(g, topo, method="random", eps=eps).pe_of_task
+    out = pairwise_exchange(g, topo, start, eps=eps)
+    assert np.array_equal(out, _pairwise_exchange_numpy(g, topo, start, eps=eps))
+    assert mapping_cost(g, topo, out) < 0.7 * mapping_cost(g, topo, start)
+
+
+def test_pairwise_exchange_falls_back_to_numpy_for_a_fractional_intra_node_distance():
+    m = MeshTopology((4, 4), cores=2, intra_node_distance=0.5)
+    assert exchange_kernel(m) is None
+    g, _ = grid_graph(4, 6)
+    start = np.random.default_rng(2).permutation(m.n_pes)[:g.n]
+    assert mapping_cost(g, m, pairwise_exchange(g, m, start)) < mapping_cost(g, m, start)
+
+
+def test_exact_bisection_of_a_small_box_is_the_cheapest():
+    import itertools
+
+    from rankmap.algorithms.mesh_bisect import _exact_bisection
+
+    rng = np.random.default_rng(4)
+    n = 30
+    src, dst = rng.integers(0, n, 150), rng.integers(0, n, 150)
+    g = CommGraph.from_edges(src, dst, rng.integers(1, 20, 150).astype(float), n=n)
+    sym = g.symmetric
+    mesh = MeshTopology((6, 4), torus=(True, False))
+    boxes = [(np.array([2, 0]), np.array([2, 2])), (np.array([4, 0]), np.array([2, 2]))]
+    ctr = [lo + (size - 1) / 2 for lo, size in boxes]
+    centre = rng.integers(0, 4, (n, 2)).astype(float)  # where the other tasks' boxes are
+    tasks = np.array([3, 7, 8, 12, 20, 21, 25])
+
+    def hops(a, b):
+        d = np.abs(a - b)
+        return min(d[0], 6 - d[0]) + d[1]
+
+    def cost(side):
+        where = dict(zip(tasks.tolist(), side))
+        total = 0.0
+        for u in tasks.tolist():
+            for x, w in zip(sym.indices[sym.indptr[u]:sym.indptr[u + 1]].tolist(),
+                            sym.data[sym.indptr[u]:sym.indptr[u + 1]].tolist()):
+                if x not in where:
+                    total += w * hops(ctr[where[u]], centre[x])
+                elif u < x and where[u] != where[x]:
+                    total += w * hops(ctr[0], ctr[1])
+        return total
+
+    local = np.full(n, -1)
+    side = _exact_bisection(tasks, np.array([4, 3]), boxes, centre, sym, mesh, local)
+    assert side.sum() == 3 and (local == -1).all()
+    best = min(cost(s) for s in itertools.product((0, 1), repeat=tasks.size) if sum(s) == 3)
+    assert cost(side.tolist()) == pytest.approx(best)
 
 
 def test_mesh_auto_beats_every_heuristic_and_both_refinements():

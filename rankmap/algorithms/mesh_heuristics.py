@@ -306,8 +306,8 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
     """Run every candidate; refine the ``refine_best`` lowest-J ones (local
     optima differ by start) by swap refinement followed by pairwise
     exchange, and up to MESH_AUTO_N2_MAX_TASKS tasks also by pairwise
-    exchange alone (it won only on the 64-rank MapLib traffic, and costs
-    ~40 s a call at 16,384 tasks); keep the lowest J."""
+    exchange alone (it won only on the 64-rank MapLib traffic); keep the
+    lowest J."""
     _require_mesh(topology)
     if options.get("coords") is None and options.get("coords_file") is None and graph.n:
         # lay the graph out once for the three geometric heuristics
@@ -338,7 +338,30 @@ def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, round
     its heaviest neighbours' nodes (mesh), or the slots of its 2-hop graph
     neighbours (any topology); it takes the swap of largest J decrease.  Up to ``rounds``
     passes, stopping when a pass finds nothing.  Works on the distance oracle
-    only; a PE has ``pe_capacity`` slots (equal vertex weights)."""
+    only; a PE has ``pe_capacity`` slots (equal vertex weights).  Compiled
+    (``mesh_kernel.exchange_rounds``) on meshes and trees, the same search
+    as the numpy one below (``_pairwise_exchange_numpy``), which serves the
+    other machines."""
+    from .mesh_kernel import exchange_kernel  # numba: imported when used
+
+    kernel = exchange_kernel(topology)
+    if graph.n < 2 or kernel is None:
+        return _pairwise_exchange_numpy(graph, topology, pe_of_task, eps=eps, rounds=rounds,
+                                        max_candidates=max_candidates)
+    table = SlotTable(graph, topology, pe_of_task, eps)
+    sym = graph.symmetric
+    order = np.argsort(-graph.volume(), kind="stable")
+    exchange_rounds, (oracle_a, oracle_b, coords, dims, wrap, cores, on_mesh) = kernel
+    exchange_rounds(sym.indptr.astype(np.int64), sym.indices.astype(np.int64), sym.data.astype(np.float64),
+                    order, table.pe, table.slot, table.task_of_slot, table.slot_pe, oracle_a, oracle_b,
+                    coords, dims, wrap, cores, table.cap, int(max_candidates), int(rounds), on_mesh)
+    return table.pe
+
+
+def _pairwise_exchange_numpy(graph: CommGraph, topology, pe_of_task, *, eps=None, rounds: int = 8,
+                             max_candidates: int = 128) -> np.ndarray:
+    """``pairwise_exchange`` in numpy on any distance oracle: per task the
+    candidate slots' gains as arrays (a Python loop over the tasks)."""
     if graph.n < 2:
         return np.array(pe_of_task, dtype=np.int64)
     table = SlotTable(graph, topology, pe_of_task, eps)
@@ -406,7 +429,7 @@ def _candidate_slots(nbr, w, table: SlotTable, mesh, sym, limit) -> np.ndarray:
         pes = (nodes[:, None] * mesh.cores + np.arange(mesh.cores)[None, :]).ravel()
         return table.slots_of_pes(pes)[:limit]
     two_hop = np.unique(np.concatenate([nbr] + [sym.indices[sym.indptr[x]:sym.indptr[x + 1]]
-                                                for x in nbr[np.argsort(-w)[:8]].tolist()]))
+                                                for x in nbr[np.argsort(-w, kind="stable")[:8]].tolist()]))
     return np.unique(table.slot[two_hop])[:limit]
 
 
