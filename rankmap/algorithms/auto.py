@@ -5,13 +5,13 @@ with KaHIP, the given order (identity: when the tasks are blocks numbered
 by a recursive bisection, as in model creation, it is often the best
 start), multisection fast with Mt-KaHyPar (1 thread, its deterministic
 presets: the others differ from call to call), GreedyAllC,
-multisection eco with both backends, TreeMatch when it is registered (its
-refined result mostly equals the given order's on the benchmark models
-and it costs 0.5-1 s at 128-512 tasks, so it comes after the eco starts),
+multisection eco with KaHIP, Mt-KaHyPar with a second seed, TreeMatch
+when it is registered (its refined result mostly equals the given
+order's on the benchmark models, so it comes after the eco starts),
 multisection with Mt-KaHyPar's own mapping (``map_onto_graph``,
-Steiner-tree objective, 0.4-2.4 s per subtree of 64 PEs) on the subtrees
-of at most 64 PEs, strong with both backends, then KaHIP strong with
-further seeds.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
+Steiner-tree objective, 0.3-0.6 s per subtree of 64 PEs) on the subtrees
+of at most 64 PEs, then KaHIP strong and Mt-KaHyPar with further seeds
+in turn.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
 on some many-to-one instances, KaHIP's on others), hence both.  What the
 budget leaves goes to an iterated local search on the best mapping
 (one-to-one): kick 8 connected tasks, refine around them
@@ -19,8 +19,8 @@ budget leaves goes to an iterated local search on the best mapping
 result finally alternates moves into free PEs with swaps (a swap never
 uses a free PE).
 
-Budget and determinism: a work model (tasks, edges, tree nodes; calibrated
-on the shared 2-core development machine) prices every start before it
+Budget and determinism: a work model (tasks, edges, tree nodes; fitted
+on an idle core of the development machine) prices every start before it
 runs, and the refinement and search work actually done is counted (pairs
 evaluated, tasks scanned) and priced by the same model.  A start runs only
 while the estimated time spent plus its cost fits ``time_limit`` (the
@@ -29,7 +29,8 @@ order goes first), and refinement stops when the pairs the budget has left
 are used.  Nothing reads the clock, so the result depends only on the
 instance, the seed and the budget; the wall time follows the budget as far
 as the machine matches the model.  auto also stops when it has converged:
-after the first three starts, two in a row without a gain end the starts;
+after the first three starts, two in a row that return the best J again,
+or four in a row without a gain, end the starts;
 the search ends once the kicks without a gain reach max(PATIENCE, the
 kicks made up to the last gain).  The given order is always a candidate
 (unrefined when the budget leaves no room), so auto never returns a higher
@@ -51,26 +52,30 @@ from .refine import refine_around, refine_swaps
 DEFAULT_TIME_LIMIT = 10.0
 N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
 
-# seconds per unit of work, measured on the development machine (2 cores,
-# shared: scaled to an idle core)
-_PER_PARTITION_CALL = {"fast": 2e-3, "eco": 4e-3, "strong": 1.2e-2}
-_PER_EDGE_LEVEL = {"fast": 2e-6, "eco": 6e-6, "strong": 2.5e-5}
-_MTKAHYPAR_FACTOR = {"fast": 2.0, "eco": 1.5, "strong": 1.0}  # Mt-KaHyPar (1 thread) against KaHIP
-_TREEMATCH = (0.05, 4e-3, 2e-4)  # TreeMatch with its final refinement: fixed, per task, per edge
-_PER_STEINER_CALL = 0.2   # Mt-KaHyPar map_onto_graph on one subtree of <= 64 PEs ...
-_PER_STEINER_EDGE = 3e-3  # ... plus this per edge in it (0.4-2.4 s per 64-task call measured)
-_PER_PAIR_EDGE = 5e-8     # compiled swap refinement: one neighbour of one pair looked at
-_PER_SCAN_STEP = 1.2e-8   # refine_around: one task scan costs n * depth + m of these
-_PER_KICK = 4e-4          # one kick's fixed cost (kick, J, pair lists) ...
-_PER_KICK_EDGE = 2e-8     # ... plus this per edge
+# seconds per unit of work, fitted on an idle core of the development
+# machine (2 cores) to 24 models of n = 64 ... 2048 tasks on 4:16:k, each
+# start and its refinement timed alone (relative error of a fitted term
+# mostly within 0.7-1.4x)
+_PER_PARTITION_CALL = {("kahip", "fast"): 1.7e-4, ("kahip", "eco"): 3.1e-4, ("kahip", "strong"): 1.5e-3,
+                       ("mtkahypar", "fast"): 5.9e-4}  # Mt-KaHyPar 1 thread, deterministic presets ...
+_PER_EDGE_LEVEL = {("kahip", "fast"): 1.75e-6, ("kahip", "eco"): 5e-6, ("kahip", "strong"): 1.45e-5,
+                   ("mtkahypar", "fast"): 1.33e-5}  # ... which cost the same for every preset
+_TREEMATCH = (0.05, 0.0, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge
+_PER_STEINER_CALL = 0.19   # Mt-KaHyPar map_onto_graph on one subtree of <= 64 PEs ...
+_PER_STEINER_EDGE = 5e-4   # ... plus this per edge in it (0.3-8.6 s per multisection measured)
+_PER_PAIR_EDGE = 2e-8      # compiled swap refinement: one neighbour of one pair looked at
+_PER_SCAN_STEP = 1.7e-9    # refine_around: one task scan costs n * depth + m of these
+_PER_KICK = 1.2e-4         # one kick's fixed cost (kick, J, pair lists) ...
+_PER_KICK_EDGE = 1e-8      # ... plus this per edge
 _REFINE_PASSES = 4    # typical passes until no gain from a good start
 FREE_PE_ROUNDS = 4    # fewer tasks than PEs: move/swap alternations at the end
-_PER_GREEDY_TASK = 5e-5
+_PER_GREEDY_TASK = 7.2e-6  # GreedyAllC: per task and level
 KICK_TASKS = 8        # iterated local search: tasks whose PEs one kick shuffles
 PATIENCE = 64         # ... and kicks without a gain before it stops, at least, and at least
 COVER_TOUCHES = 4     # enough kicks to touch every task this many times on average
 DIVERSE_STARTS = 3    # the three cheapest starts always run (when planned) ...
-START_PATIENCE = 2    # ... later ones stop after this many without a gain
+START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
+IDLE_STARTS = 4       # ... or this many in a row without a gain
 
 
 def _refine_depth(n: int):
@@ -95,11 +100,12 @@ def _refine_cost(graph, topology=None, one_to_one: bool = False) -> float:
     return _REFINE_PASSES * pairs * _pair_seconds(graph)
 
 
-def _multisection_cost(graph, topology, preset: str) -> float:
+def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
     internal = int(np.count_nonzero(topology.child_ptr[1:] > topology.child_ptr[:-1]))
     calls = min(internal, graph.n)
     levels = max(int(topology.max_depth), 1)
-    return calls * _PER_PARTITION_CALL[preset] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[preset]
+    key = (backend, "fast" if backend == "mtkahypar" else preset)
+    return calls * _PER_PARTITION_CALL[key] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[key]
 
 
 def _steiner_cost(graph, topology) -> float:
@@ -113,18 +119,16 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     """Every start auto may make, in order, with its estimated seconds
     (without the refinement that follows it)."""
     def ms(backend, preset, run_seed, steiner=False):
-        cost = _multisection_cost(graph, topology, preset)
-        if backend == "mtkahypar":
-            cost *= _MTKAHYPAR_FACTOR[preset]
+        cost = _multisection_cost(graph, topology, backend, preset)
         opts = {"preset": preset, "backend": backend, "seed": run_seed}
-        if backend == "mtkahypar" and not steiner:
+        if backend == "mtkahypar":
             # its other presets differ from call to call even with one
             # thread and the same seed (auto on add32/512 gave J 52922,
             # 54866, 54470 in one process); over the small benchmark set
-            # the deterministic ones give J 0.998 of them (geometric mean)
-            opts["deterministic"] = True
-        if backend == "mtkahypar":
-            opts["threads"] = 1
+            # the deterministic ones give J 0.998 of them (geometric mean).
+            # They are one preset whatever ours, and the seed picks the
+            # vertex order Mt-KaHyPar sees (partition.py)
+            opts.update(deterministic=True, threads=1)
         if steiner:  # Mt-KaHyPar's own mapping objective below 64 PEs: slower
             opts["steiner"] = True
             cost += _steiner_cost(graph, topology)
@@ -133,10 +137,11 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
     treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
     runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
-            ("greedy_allc", {"seed": seed}, greedy_cost), ms("kahip", "eco", seed), ms("mtkahypar", "eco", seed),
+            ("greedy_allc", {"seed": seed}, greedy_cost), ms("kahip", "eco", seed), ms("mtkahypar", "fast", seed + 1),
             ("treematch", {"seed": seed}, treematch_cost), ms("mtkahypar", "eco", seed, True),
-            ms("kahip", "strong", seed), ms("mtkahypar", "strong", seed)]
-    runs += [ms("kahip", "strong", seed + i) for i in range(1, 5)]  # Mt-KaHyPar's deterministic presets ignore the seed
+            ms("kahip", "strong", seed), ms("mtkahypar", "fast", seed + 2)]
+    for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
+        runs += [ms("kahip", "strong", seed + i), ms("mtkahypar", "fast", seed + 2 + i)]
     return [r for r in runs if r[0] in METHODS]
 
 
@@ -183,13 +188,13 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
     best_j = mapping_cost(graph, topology, best_pe)
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     refine = _refine_cost(graph, topology, True)
-    spent, idle, tried = 0.0, 0, 0
+    spent, idle, repeats, tried = 0.0, 0, 0, 0
     starts, _ = plan(graph, topology, time_limit, seed)
     for name, opts, cost in starts:
         if tried and spent + cost + refine > budget:
             continue  # the counted work left no room: a cheaper later one still may fit
-        if tried >= DIVERSE_STARTS and idle >= START_PATIENCE:
-            break  # converged: the stronger presets keep finding the same J
+        if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
+            break  # converged: the stronger presets keep finding the same J, or none does better
         opts = dict(opts)
         run_seed = opts.pop("seed")
         spent += cost
@@ -200,7 +205,9 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
         pe, work = _refine_start(graph, topology, pe, max(budget - spent, floor), run_seed)
         spent += work
         j = mapping_cost(graph, topology, pe)
-        idle = 0 if j < best_j * (1 - 1e-9) else idle + 1
+        gain = j < best_j * (1 - 1e-9)
+        idle = 0 if gain else idle + 1
+        repeats = 0 if gain or j > best_j * (1 + 1e-9) else repeats + 1
         if j < best_j:
             best_pe, best_j = pe, j
     best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent)
