@@ -256,13 +256,14 @@ def run_one_to_one(args, scotch):
     return rows, list(peers), columns
 
 
-def time_to_match(args, g, topo, best_peer_j, main_run):
+def time_to_match(args, g, topo, best_peer_j, main_run, eps=None):
     """auto's time to reach the best peer's J: auto runs at each budget of
     ``args.match`` in turn (it is deterministic per budget) until its J ties
     or beats the best peer (<= 1.0005 x); (J, seconds, budget) of that run,
     or of the main run when no budget on the ladder gets there."""
     for limit in args.match:
-        pe, secs = timed(lambda: map_tasks(g, topo, method="auto", seed=args.seed, time_limit=limit).pe_of_task)
+        pe, secs = timed(lambda: map_tasks(g, topo, method="auto", seed=args.seed, eps=eps,
+                                           time_limit=limit).pe_of_task)
         j = mapping_cost(g, topo, pe)
         if j <= TIED * best_peer_j:
             return j, secs, limit
@@ -345,8 +346,9 @@ def run_many_to_one(args, scotch):
     print("\nmany-to-one: application graph onto 4:8:k, D = 1:10:100, eps = 3%: J / best peer J "
           "(max load / L_max, ! = above L_max), seconds")
     names = ["auto", "mtkahypar"] + (["scotch"] if scotch else [])
-    print(f"{'instance':<14}{'n':>6} {'best peer J':>12} " + " ".join(f"{m:>26}" for m in names))
-    ratios, times = [], []
+    print(f"{'instance':<14}{'n':>6} {'best peer J':>12} " + " ".join(f"{m:>26}" for m in names)
+          + (f" {'auto-match budget, s':>26}" if args.match else ""))
+    ratios, times, match = [], [], []
     for name in graphs[:4]:
         app = read_metis((DATA / "graphs" / f"walshaw/{name}").with_suffix(".graph"))
         for k in ks[:3]:
@@ -366,13 +368,22 @@ def run_many_to_one(args, scotch):
                 over = "!" if rep["max_load"] > rep["L_max"] else " "
                 cells.append(f"{js[m] / best:>9.3f} ({rep['max_load'] / rep['L_max']:.3f}{over}) {res[m][1]:>6.2f}s")
             ratios.append(js["auto"] / best)
-            times.append(res["auto"][1] / min(res[m][1] for m in names if m != "auto"))
+            fastest = min(res[m][1] for m in names if m != "auto")
+            times.append(res["auto"][1] / fastest)
+            if args.match:
+                _, secs, limit = time_to_match(args, app, topo, best, (js["auto"], res["auto"][1]), eps=0.03)
+                match.append((secs / fastest, limit))
+                cells.append(f"{limit:>6g} {secs:>6.2f}s")
             print(f"{name + '/' + str(topo.n_pes):<14}{app.n:>6} {best:>12.6g} " + " ".join(f"{c:>26}" for c in cells),
                   flush=True)
     r = np.asarray(ratios)
     print(f"auto many-to-one over {r.size} instances: geomean J/best-peer "
           f"{math.exp(np.mean(np.log(r))):.4f}  best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  "
           f"worst {r.max():.4f}  geomean time/fastest peer {math.exp(np.mean(np.log(times))):.2f}")
+    if match:
+        print(f"auto-match (smallest ladder budget whose J ties or beats the best peer): geomean time/fastest peer "
+              f"{math.exp(np.mean(np.log([t for t, _ in match]))):.2f}; budgets "
+              + " ".join(f"{b:g}" for _, b in match))
 
 
 def _mtk_many(app, arities, dists, seed):

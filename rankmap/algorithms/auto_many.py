@@ -9,9 +9,9 @@ Mt-KaHyPar by 10% on uk/64); refinement after a strong start gains well
 under 1%.  The starts TreeMatch, GreedyAllC and the given order, which serve
 one-to-one mapping, land 3-6x above the best here.  So auto many-to-one
 runs whole multisections, cheap first (KaHIP fast, Mt-KaHyPar fast, KaHIP
-strong, Mt-KaHyPar quality, then the same with SharedMap's equal imbalance
-per level, KaHIP eco, both backends with several top partitions, further
-KaHIP seeds).  Every run shares the imbalance by distance
+strong, Mt-KaHyPar with a second seed, then the same with SharedMap's equal
+imbalance per level, KaHIP eco, both backends with several top partitions,
+further seeds of both).  Every run shares the imbalance by distance
 (``slack_by_distance``: 5-16% lower J than Lemma 5.1's equal split on
 uk/64..128 and data/32) and uses the fast preset where a cut costs under 5%
 of the top level's; Mt-KaHyPar runs in its deterministic presets (its others
@@ -94,12 +94,13 @@ def plan_many(graph, topology, time_limit: float | None, seed: int = 0) -> tuple
         return {"backend": backend, "preset": preset, "seed": run_seed, "tries": tries,
                 "fast_below": FAST_BELOW, "deterministic": True, "slack_by_distance": slack}
 
-    # Mt-KaHyPar's deterministic presets ignore the seed: one run of each
+    # Mt-KaHyPar's deterministic presets are one partitioner: its runs differ by seed (vertex order)
     runs = [ms("kahip", "fast", seed), ms("mtkahypar", "fast", seed), ms("kahip", "strong", seed),
-            ms("mtkahypar", "eco", seed), ms("kahip", "strong", seed, slack=False),
+            ms("mtkahypar", "fast", seed + 1), ms("kahip", "strong", seed, slack=False),
             ms("mtkahypar", "fast", seed, slack=False), ms("kahip", "eco", seed),
             ms("both", "strong", seed + 1, tries=TOP_TRIES)]
-    runs += [ms("kahip", "strong", seed + i, slack=s) for i in range(2, 6) for s in (True, False)]
+    runs += [ms(backend, "strong" if backend == "kahip" else "fast", seed + i, slack=s)
+             for i in range(2, 6) for s in (True, False) for backend in ("kahip", "mtkahypar")]
     moves = _move_cost(graph, topology)
     spent = _refine_cost(graph)  # the final swap refinement of the best
     chosen = []
