@@ -12,8 +12,9 @@ import rankmap
 from rankmap.algorithms.label_swap import refine_rounds, rounds_options
 from rankmap.cli import main as cli_main
 from mpi_util import ROOT, run_mpi
+from test_distributed_mpi import _scrambled_grid
 
-SCRIPT = str(Path(__file__).parent / "mpi_scripts" / "rounds_options.py")
+SCRIPT = str(Path(__file__).with_name("rounds_options_checks.py"))
 HEAVY_YIELD = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}  # oversubscribed ranks sleep, not spin
 
 
@@ -33,20 +34,6 @@ def test_rounds_options_reject_what_is_not_a_count(replicas, kicks, word):
     with pytest.raises(ValueError, match=word):
         rounds_options(replicas, kicks)
     assert rounds_options(np.int64(3), 0) == (3, 0)
-
-
-def _scrambled_grid(tmp_path):
-    from rankmap.formats import write_graph
-
-    grid = np.arange(16).reshape(4, 4)
-    src = np.concatenate([grid[:-1].ravel(), grid[:, :-1].ravel()])
-    dst = np.concatenate([grid[1:].ravel(), grid[:, 1:].ravel()])
-    order = np.random.default_rng(1).permutation(16)
-    g = rankmap.CommGraph.from_edges(order[np.concatenate([src, dst])], order[np.concatenate([dst, src])],
-                                     np.full(2 * len(src), 100.0), n=16)
-    path = tmp_path / "grid.edges"
-    write_graph(g, str(path))
-    return g, path
 
 
 MACHINE = ["--hierarchy", "4:4", "--distances", "1:10"]

@@ -65,9 +65,9 @@ def add_arguments(p) -> None:
     p.add_argument("--replicas", type=_count(1), default=None, metavar="N",
                    help="with --distributed only: independent copies of the problem every round "
                         "carries (default 8); each breaks ties its own way and the best copy wins. "
-                        "More copies: a lower J from the same rounds, at N times the local work "
-                        "and message volume per round (the number of collectives stays the same); "
-                        "1: a single run, fastest")
+                        "More copies: the best of N local optima, at N times the local work and "
+                        "message volume per round (the number of collectives stays the same, so "
+                        "where latency dominates a round costs about the same); 1: one plain run")
     p.add_argument("--kicks", type=_count(0), default=None, metavar="N",
                    help="with --distributed only: after the rounds converge, N times perturb "
                         "every copy (random swaps of a tenth of the tasks), run the rounds again "
@@ -221,7 +221,7 @@ def _report(args, graph, topology, recorded, mapping) -> int:
     if args.distributed:
         i = mapping.info
         print(f"distributed swap rounds on {i['ranks']} ranks: {i['rounds']} rounds, {i['swaps']} "
-              f"swaps ({i['replicas']} replicas, {i['kicks']} kicks)")
+              f"swaps (replicas={i['replicas']}, kicks={i['kicks']})")
     if args.output:
         print(f"wrote {args.as_format} mapping to {args.output}")
     else:

@@ -62,7 +62,7 @@ class ReorderInfo:
     old_rank: int
     new_rank: int
     rounds: int = 0         # distributed refinement rounds
-    swaps: int = 0          # pairs swapped by the distributed refinement
+    swaps: int = 0          # pairs swapped by the distributed refinement (all copies, kicks too)
     topology: str = ""      # "given" or "discovered"
     time_s: float = 0.0
 
@@ -148,9 +148,9 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     The swap rounds (the distributed path, and ``refine="rounds"``):
     ``max_rounds`` per descent; ``replicas`` (default 8): independent copies
     of the problem carried by every round in the same collectives, each
-    breaking ties its own way, the best copy wins: more copies give a lower
-    J for about the same number of rounds, at ``replicas`` times the local
-    work and message volume per round; 1 is a single run.  ``kicks``
+    breaking ties its own way, the best copy wins: more copies give the best
+    of more local optima, at ``replicas`` times the local work and message
+    volume per round (the same collectives); 1 is a single plain run.  ``kicks``
     (default 0): after the rounds converge, this many times perturb every
     copy (random swaps of a tenth of the tasks), descend again and keep the
     result where J fell (iterated local search): never a higher J than
@@ -309,8 +309,8 @@ def _distributed(comm, row, place, settings):
 
     key = step(comm, "checking the permutation", one_key)
     return key, {"path": "distributed",
-                 "method": f"distributed swap rounds ({settings['replicas']} replicas, "
-                           f"{settings['kicks']} kicks)",
+                 "method": f"distributed swap rounds (replicas={settings['replicas']}, "
+                           f"kicks={settings['kicks']})",
                  "J_before": res.J_before, "J_after": res.J_after, "rounds": res.rounds,
                  "swaps": res.swaps}
 

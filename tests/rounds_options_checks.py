@@ -1,24 +1,21 @@
-"""``replicas`` and ``kicks`` of ``reorder_comm`` and ``map_distributed``
-under mpiexec (tests/test_rounds_options.py).
+"""Run under ``mpiexec -n P`` (P a multiple of 4): ``replicas`` and
+``kicks`` of ``reorder_comm`` and ``map_distributed``
+(tests/test_rounds_options.py).
 
 Every check asserts on every rank; a failure aborts the whole job, so a
-failing check never leaves ranks waiting.  Rank 0 prints "CHECK name ok".
+failing check never leaves ranks waiting.  Rank 0 prints "CHECK name ok"
+(helpers shared with ``reorder_mpi_checks.py``).
 """
 
 from __future__ import annotations
 
-import sys
-import traceback
-
 import numpy as np
-from mpi4py import MPI
+from reorder_mpi_checks import RANK, SIZE, WORLD, ok, pe_of_task_from, run_aborting, same_on_all
 
 import rankmap
 from rankmap.algorithms.label_swap import refine_rounds
 from rankmap.reorder.offline import map_distributed
 
-WORLD = MPI.COMM_WORLD
-RANK, SIZE = WORLD.Get_rank(), WORLD.Get_size()
 SEED = 3
 
 
@@ -42,27 +39,6 @@ def full_graph() -> rankmap.CommGraph:
     return rankmap.CommGraph.from_edges(np.repeat(np.arange(SIZE), [len(d) for d, _ in rows]),
                                         np.concatenate([d for d, _ in rows]),
                                         np.concatenate([b for _, b in rows]), n=SIZE)
-
-
-def same_on_all(value) -> None:
-    values = WORLD.allgather(value)
-    assert all(v == values[0] for v in values), f"differs between ranks: {values}"
-
-
-def pe_of_task_from(newcomm) -> np.ndarray:
-    """Old rank r sits on PE r and now runs task new_rank; checked to be a
-    permutation on every rank."""
-    pe = np.empty(SIZE, dtype=np.int64)
-    for task, old in WORLD.allgather((newcomm.Get_rank(), RANK)):
-        pe[task] = old
-    assert sorted(pe.tolist()) == list(range(SIZE)), "not a permutation"
-    return pe
-
-
-def ok(name: str) -> None:
-    WORLD.Barrier()
-    if RANK == 0:
-        print(f"CHECK {name} ok", flush=True)
 
 
 def reorder(**kwargs):
@@ -89,7 +65,7 @@ def check_distributed(graph, topo) -> None:
         assert info.J_after == rankmap.mapping_cost(graph, topo, pe) or \
             np.isclose(info.J_after, rankmap.mapping_cost(graph, topo, pe))
         assert info.J_after <= info.J_before
-        assert f"({replicas} replicas, {kicks} kicks)" in info.method, info.method
+        assert f"(replicas={replicas}, kicks={kicks})" in info.method, info.method
         infos[replicas, kicks] = info
     # the statistics tell the settings apart (swaps count every copy's), so
     # equality with the serial run shows that each setting reached every rank
@@ -164,10 +140,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BaseException:  # noqa: BLE001 - one failing rank must not leave the others waiting
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        WORLD.Abort(1)
+    run_aborting(main)
