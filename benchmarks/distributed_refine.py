@@ -2,7 +2,7 @@
 
     python benchmarks/distributed_refine.py [--shared ../shared] [--sizes 16,32,64,128,256]
         [--starts 3] [--central-seeds 5] [--replicas 8] [--kicks 0]
-        [--mpi 16,32,64] [--mpi-only] [--plot FILE.png]
+        [--mpi 16,32,64] [--mpi-only] [--in-program] [--plot FILE.png]
 
 Part 1 (quality): from the same start (the launch order, and --starts random
 orders), J of the distributed swap rounds (run serially: the decisions do not
@@ -27,6 +27,13 @@ neighbour labels of a round, the largest exchange buffer), peak RSS and
 private memory (RSS also counts the pages of shared libraries and of MPICH's
 shared-memory segments that every rank maps), max over ranks 1..P-1.  Runs
 with MPIR_CVAR_ENABLE_HEAVY_YIELD=1 (OVERSUBSCRIBED_ENV).
+With --in-program, part 2 runs what a program calls instead:
+``rankmap.reorder_comm(comm, traffic=my_row, distributed=True, replicas=,
+kicks=)``, rank r on slot r holding only its own row.  The same random start
+is made the launch order by renaming the tasks (task t is played by rank
+start[t]), so "J start" is part 2's; the ranks' tie-breaks see other task
+ids, so the result is compared with the serial rounds on the renamed graph.
+Wall: the reorder_comm call (agreement steps, rounds, Split), max over ranks.
 """
 
 from __future__ import annotations
@@ -168,19 +175,31 @@ def private_mib() -> float:
                    if line.startswith(("Private_Clean:", "Private_Dirty:"))) / 1024
 
 
+def renamed(graph, start):
+    """The graph on ranks when rank start[t] plays task t (so the launch
+    order, rank r on PE r, is the placement ``start``)."""
+    from rankmap import CommGraph
+
+    src, dst, nbytes = graph.coo()[:3]
+    return CommGraph.from_edges(start[src], start[dst], nbytes, n=graph.n)
+
+
 def scaling(args) -> list[dict]:
     from rankmap.algorithms.label_swap import refine_rounds
     from rankmap.formats import read_graph, write_graph
 
     exe = Path(sys.executable).parent / "mpiexec"
     env = dict(os.environ, **OVERSUBSCRIBED_ENV, PYTHONPATH=str(ROOT))
-    print(f"\npart 2: under mpiexec, one task per rank (3elt/qP on {{4:16:P/64 | 4:P/4}}, "
+    how = "reorder_comm(distributed=True) in the program" if args.in_program else "refine_distributed"
+    print(f"\npart 2: {how} under mpiexec, one task per rank (3elt/qP on {{4:16:P/64 | 4:P/4}}, "
           f"random start, {' '.join(f'{k}={v}' for k, v in OVERSUBSCRIBED_ENV.items())}, "
           f"replicas={args.replicas}, kicks={args.kicks})")
-    print(f"{'P':>5s}{'J start':>12s}{'J dist':>12s}{'= serial':>9s}{'rounds':>7s}{'wall s':>8s}"
-          f"{'total s':>8s}{'state B/rank':>13s}{'RSS MiB':>8s}{'priv MiB':>9s}{'load':>6s}")
-    print("(wall: the refinement; total: mpiexec start to end; state, RSS and private memory: "
-          "max over ranks 1..P-1)")
+    print(f"{'P':>5s}{'J start':>12s}{'J dist':>12s}{'ratio':>7s}{'= serial':>9s}{'rounds':>7s}"
+          f"{'wall s':>8s}{'total s':>8s}{'state B/rank':>13s}{'RSS MiB':>8s}{'priv MiB':>9s}"
+          f"{'load':>6s}")
+    print(f"(wall: {'the reorder_comm call' if args.in_program else 'the refinement'}; ratio: "
+          "J dist / J start; total: mpiexec start to end; state, RSS and private memory: max "
+          "over ranks 1..P-1)")
     rows = []
     graph = ROOT / "tests" / "data" / "graphs" / "3elt.graph"
     with tempfile.TemporaryDirectory() as tmp:
@@ -190,10 +209,13 @@ def scaling(args) -> list[dict]:
             write_graph(g, str(path))
             g = read_graph(str(path))  # what rank 0 of the workers reads
             start = np.random.default_rng(0).permutation(p)
+            if args.in_program:  # the ranks' graph, launched in order
+                g, start = renamed(g, start), np.arange(p)
             serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks,
                                       replicas=args.replicas)
             cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path),
                    "--kicks", str(args.kicks), "--replicas", str(args.replicas)]
+            cmd += ["--in-program"] if args.in_program else []
             t = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
             total = time.perf_counter() - t
@@ -205,8 +227,9 @@ def scaling(args) -> list[dict]:
             same = np.array_equal(np.asarray(out["pe"]), serial)
             rows.append(dict(P=p, **{k: v for k, v in out.items() if k != "pe"}, same=same,
                              total_s=total, load=load))
-            print(f"{p:5d}{out['J_start']:12.4g}{out['J']:12.4g}{str(same):>9s}{out['rounds']:7d}"
-                  f"{out['wall_s']:8.2f}{total:8.1f}{out['state_bytes']:13d}{out['rss_mib']:8.1f}"
+            print(f"{p:5d}{out['J_start']:12.4g}{out['J']:12.4g}{out['J'] / out['J_start']:7.3f}"
+                  f"{str(same):>9s}{out['rounds']:7d}"
+                  f"{out['wall_s']:8.2f}{total:8.1f}{out['state_bytes'] or '-':>13}{out['rss_mib']:8.1f}"
                   f"{out['private_mib']:9.1f}{load:6.1f}")
     return rows
 
@@ -230,7 +253,53 @@ def worker(path: str, kicks: int, replicas: int) -> None:
     t = time.perf_counter()
     pe, res, state = refine_distributed(comm, g, topo, start, seed=0, kicks=kicks, replicas=replicas)
     wall = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
-    state = comm.allreduce(state, op=MPI.MAX)
+    report(comm, g, topo, pe, dict(J_start=res.J_before, rounds=res.rounds, swaps=res.swaps,
+                                   wall_s=wall, state_bytes=int(comm.allreduce(state, op=MPI.MAX))))
+
+
+def in_program_worker(path: str, kicks: int, replicas: int) -> None:
+    """One rank of part 2 --in-program: rank 0 reads the graph and hands
+    every rank its own row (untimed); then every rank calls reorder_comm
+    as a program would; rank 0 reports."""
+    from mpi4py import MPI
+
+    from rankmap.reorder import reorder_comm  # imported at start-up, as a program would
+
+    comm = MPI.COMM_WORLD
+    size = comm.Get_size()
+    rows = g = None
+    if comm.Get_rank() == 0:
+        from rankmap.formats import read_graph
+
+        g = renamed(read_graph(path), np.random.default_rng(0).permutation(size))
+        b = g.bytes
+        rows = [(b.indices[b.indptr[r]:b.indptr[r + 1]].astype(np.int64),
+                 b.data[b.indptr[r]:b.indptr[r + 1]].astype(np.float64)) for r in range(size)]
+    row = comm.scatter(rows, root=0)
+    topo = machine(size)  # rank r on PE r
+    comm.Barrier()
+    t = time.perf_counter()
+    new = reorder_comm(comm, traffic=row, topology=topo, distributed=True, seed=0,
+                               replicas=replicas, kicks=kicks)
+    wall = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
+    info = new.reorder
+    if info.fallback:
+        raise RuntimeError(info.reason)
+    pe = None
+    pairs = comm.gather((new.Get_rank(), comm.Get_rank()), root=0)  # new rank t runs on PE r
+    if pairs is not None:
+        pe = np.empty(size, dtype=np.int64)
+        for task, slot in pairs:
+            pe[task] = slot
+    new.Free()
+    report(comm, g, topo, pe, dict(J_start=info.J_before, rounds=info.rounds, swaps=info.swaps,
+                                   wall_s=wall, state_bytes=None))
+
+
+def report(comm, g, topo, pe, fields: dict) -> None:
+    """Collective: memory of ranks 1..P-1; rank 0 prints one JSON line."""
+    from mpi4py import MPI
+
     # ranks other than 0 (rank 0 also read the file and computed the start)
     others = comm.Get_rank() > 0 or comm.Get_size() == 1
     rss = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if others else 0,
@@ -239,9 +308,8 @@ def worker(path: str, kicks: int, replicas: int) -> None:
     if comm.Get_rank() == 0:
         from rankmap import mapping_cost
 
-        print(json.dumps(dict(J_start=res.J_before, J=mapping_cost(g, topo, pe), rounds=res.rounds,
-                              wall_s=wall, state_bytes=int(state), rss_mib=rss,
-                              private_mib=private, pe=pe.tolist())))
+        print(json.dumps(dict(fields, J=mapping_cost(g, topo, pe), rss_mib=rss, private_mib=private,
+                              pe=pe.tolist())))
 
 
 def plot(path: str, quality_rows, scaling_rows) -> None:
@@ -261,13 +329,14 @@ def plot(path: str, quality_rows, scaling_rows) -> None:
     a.legend()
     if scaling_rows:
         b.plot([r["P"] for r in scaling_rows], [r["wall_s"] for r in scaling_rows], "o-", label="wall s")
-        b2 = b.twinx()
-        b2.plot([r["P"] for r in scaling_rows], [r["state_bytes"] / 1024 for r in scaling_rows],
-                "s--", color="C1", label="KiB/rank")
         b.set_xscale("log", base=2)
         b.set_xlabel("ranks P (one task each, oversubscribed)")
         b.set_ylabel("wall s")
-        b2.set_ylabel("algorithm state, KiB per rank")
+        if all(r["state_bytes"] is not None for r in scaling_rows):  # not measured --in-program
+            b2 = b.twinx()
+            b2.plot([r["P"] for r in scaling_rows], [r["state_bytes"] / 1024 for r in scaling_rows],
+                    "s--", color="C1", label="KiB/rank")
+            b2.set_ylabel("algorithm state, KiB per rank")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"plot written to {path}")
@@ -286,12 +355,14 @@ def main() -> None:
                     help="copies run in lockstep, best kept (label_swap.REPLICAS, the default)")
     ap.add_argument("--kicks", type=int, default=0,
                     help="kicks (perturbation + rounds, kept when J falls) after the first descent")
+    ap.add_argument("--in-program", action="store_true",
+                    help="part 2 through reorder_comm(distributed=True), as a program calls it")
     ap.add_argument("--plot", metavar="FILE")
     ap.add_argument("--mpi-only", action="store_true", help="skip part 1")
     ap.add_argument("--worker", metavar="GRAPH", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.kicks, args.replicas)
+        (in_program_worker if args.in_program else worker)(args.worker, args.kicks, args.replicas)
         return
     args.shared = args.shared or shared_folder()
     args.sizes = [int(x) for x in args.sizes.split(",") if x]

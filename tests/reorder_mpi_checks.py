@@ -246,7 +246,9 @@ def main() -> None:
         print("ALL DONE", flush=True)
 
 
-if __name__ == "__main__":
+def run_aborting(main) -> None:
+    """Run ``main``; a failure on any rank prints its traceback and aborts
+    the whole job, so it never leaves the other ranks waiting."""
     try:
         main()
     except BaseException:  # noqa: BLE001 - one failing rank must not leave the others waiting
@@ -254,3 +256,7 @@ if __name__ == "__main__":
         sys.stdout.flush()
         sys.stderr.flush()
         WORLD.Abort(1)
+
+
+if __name__ == "__main__":
+    run_aborting(main)

@@ -6,6 +6,7 @@ import pytest
 
 import rankmap
 import rankmap.algorithms.auto as auto_module
+from rankmap.algorithms.label_swap import REPLICAS
 from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT, _map_on_root
 
 
@@ -20,7 +21,8 @@ def ring_rows(p: int):
 
 
 def settings(method, refine, **options):
-    return dict(method=method, refine=refine, seed=0, options=options)
+    """What reorder_comm broadcasts (the swap rounds' defaults)."""
+    return dict(method=method, refine=refine, seed=0, replicas=REPLICAS, kicks=0, options=options)
 
 
 @pytest.fixture

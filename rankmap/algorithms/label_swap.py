@@ -286,6 +286,19 @@ REPLICAS = 8
 REPLICA_OFFSET = 1 << 40
 
 
+def rounds_options(replicas, kicks) -> tuple[int, int]:
+    """``replicas`` (>= 1) and ``kicks`` (>= 0) as ints, or ``ValueError``:
+    the entry points check them before any rank starts a round."""
+    def count(name, value, least, what):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                or value < least:
+            raise ValueError(f"{name} ({what}) must be an integer >= {least}, not {value!r}")
+        return int(value)
+
+    return (count("replicas", replicas, 1, "copies of the problem per round"),
+            count("kicks", kicks, 0, "perturb-and-descend restarts"))
+
+
 def replicate(rows: Rows, labels: Labels, replicas: int) -> tuple[Rows, Labels]:
     """``replicas`` independent copies of one owner's problem: task t of copy
     r is task r * n + t, on a copy of the machine (ancestor ids shifted), so
@@ -694,6 +707,7 @@ def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int
                   replicas: int = REPLICAS) -> tuple[np.ndarray, RoundsResult]:
     """The distributed swap refinement run in one process (same decisions as
     under MPI with any number of ranks).  One-to-one mappings only."""
+    replicas, kicks = rounds_options(replicas, kicks)
     pe = np.asarray(pe_of_task, dtype=np.int64)
     if len(np.unique(pe)) != len(pe):
         raise ValueError("swap refinement needs a one-to-one mapping")

@@ -62,6 +62,31 @@ def add_arguments(p) -> None:
     p.add_argument("--distributed", action="store_true",
                    help="run under mpiexec -n P: --method on rank 0 is the start, then swap "
                         "refinement spread over the P ranks (rank 0 reports)")
+    p.add_argument("--replicas", type=_count(1), default=None, metavar="N",
+                   help="with --distributed only: independent copies of the problem every round "
+                        "carries (default 8); each breaks ties its own way and the best copy wins. "
+                        "More copies: the best of N local optima, at N times the local work and "
+                        "message volume per round (the number of collectives stays the same, so "
+                        "where latency dominates a round costs about the same); 1: one plain run")
+    p.add_argument("--kicks", type=_count(0), default=None, metavar="N",
+                   help="with --distributed only: after the rounds converge, N times perturb "
+                        "every copy (random swaps of a tenth of the tasks), run the rounds again "
+                        "and keep the result where J fell (default 0). Never a higher J; each "
+                        "kick costs about one more descent's rounds")
+
+
+def _count(least: int):
+    """argparse type: an integer >= ``least``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}")
+        return value
+
+    return parse
 
 
 class ListMethods(argparse.Action):
@@ -124,6 +149,12 @@ def _load(args):
 def run(args) -> int:
     if args.distributed:
         return _run_distributed(args)
+    given = [name for name, value in (("--replicas", args.replicas), ("--kicks", args.kicks))
+             if value is not None]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise UserError(f"{' and '.join(given)} only {verb} with --distributed (the distributed "
+                        "swap rounds)")
     graph, topology, recorded, options = _load(args)
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps, **options)
     return _report(args, graph, topology, recorded, mapping)
@@ -144,8 +175,10 @@ def _run_distributed(args) -> int:
     except ReorderFailed as exc:
         raise UserError(str(exc)) from None
     graph, topology, recorded, options = inputs if inputs is not None else (None, None, None, {})
+    rounds = {name: value for name, value in (("replicas", args.replicas), ("kicks", args.kicks))
+              if value is not None}  # else map_distributed's defaults
     mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                              comm=comm, **options)
+                              comm=comm, **rounds, **options)
     if mapping is None:  # ranks other than 0: rank 0 reports
         return 0
     return _report(args, graph, topology, recorded, mapping)
@@ -176,7 +209,8 @@ def _report(args, graph, topology, recorded, mapping) -> int:
                    "objective": args.objective, "bottleneck_link": after.bottleneck_link,
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
-                   "pe_of_task": None if args.output else mapping.pe_of_task.tolist()})
+                   "pe_of_task": None if args.output else mapping.pe_of_task.tolist(),
+                   **({"distributed": mapping.info} if args.distributed else {})})
         return 0
     print(f"{graph.n} tasks, {graph.n_edges} communicating pairs, {graph.total_bytes:.6g} bytes; "
           f"{topology.n_pes} PEs on {len(topology.hosts())} host(s)")
@@ -184,6 +218,10 @@ def _report(args, graph, topology, recorded, mapping) -> int:
     if after.makespan is not None:
         print(f"makespan (F = {args.comm_factor:g}): {before.makespan:.6g} -> {after.makespan:.6g}")
     print(f"mapping time: {mapping.time_s:.3f} s")
+    if args.distributed:
+        i = mapping.info
+        print(f"distributed swap rounds on {i['ranks']} ranks: {i['rounds']} rounds, {i['swaps']} "
+              f"swaps (replicas={i['replicas']}, kicks={i['kicks']})")
     if args.output:
         print(f"wrote {args.as_format} mapping to {args.output}")
     else:

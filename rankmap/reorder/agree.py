@@ -70,3 +70,20 @@ def same_everywhere(comm, what: str, value: float) -> None:
     if lo != hi:
         raise ReorderFailed(f"{what} differs between ranks ({lo!r} .. {hi!r}): pass the same "
                             "value on every rank")
+
+
+def agreed_arguments(comm, check, *args):
+    """Collective: ``check(*args)`` on every rank (it raises on a bad
+    argument, else returns the checked values).  A bad argument on any rank
+    raises ``ValueError`` on every rank with the lowest such rank's message,
+    so a caller's mistake is an error everywhere, never a rank left waiting."""
+    result, error = None, None
+    try:
+        result = check(*args)
+    except Exception as exc:  # noqa: BLE001 - any failure must reach every rank
+        error = f"{exc} (on rank {comm.Get_rank()})"
+    try:
+        agree_on_failure(comm, error)
+    except ReorderFailed as exc:
+        raise ValueError(str(exc)) from None
+    return result

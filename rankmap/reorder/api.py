@@ -24,12 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import MAX_ROUNDS, SwapRounds, refine_rounds, symmetric_rows
+from ..algorithms.label_swap import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds, rounds_options,
+                                     symmetric_rows)
 from ..algorithms.refine import swap_refine
 from ..cost import mapping_cost
 from ..graph import CommGraph
 from ..mapping import validate_mapping
-from .agree import RankmapWarning, ReorderFailed, root_step, step
+from .agree import RankmapWarning, ReorderFailed, agreed_arguments, root_step, step
 from .exchange import MPIExchange
 from .placement import locate
 from .traffic import own_row
@@ -61,7 +62,7 @@ class ReorderInfo:
     old_rank: int
     new_rank: int
     rounds: int = 0         # distributed refinement rounds
-    swaps: int = 0          # pairs swapped by the distributed refinement
+    swaps: int = 0          # pairs swapped by the distributed refinement (all copies, kicks too)
     topology: str = ""      # "given" or "discovered"
     time_s: float = 0.0
 
@@ -125,6 +126,7 @@ def _wrap(cls, new, base_comm, info: ReorderInfo):
 def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto",
                  refine: str = "auto", distributed: bool | None = None, seed: int = 0,
                  network=None, max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4,
+                 replicas: int = REPLICAS, kicks: int = 0,
                  options: dict | None = None) -> ReorderedComm:
     """Collective over ``comm`` (default ``COMM_WORLD``): a new communicator
     in which rank t sits on the slot chosen for task t.
@@ -141,16 +143,33 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     distributed swap rounds), "none".
     ``distributed``: None picks the distributed path above
     ``CENTRALISED_MAX`` ranks; it starts from the current placement and no
-    rank holds more than its own row and its neighbours' slot labels.  The
-    settings of rank 0 are used on every rank.  Returns a ``ReorderedComm``
-    (an ``Intracomm``) with ``.reorder`` saying what happened.
+    rank holds more than its own row and its neighbours' slot labels.
+
+    The swap rounds (the distributed path, and ``refine="rounds"``):
+    ``max_rounds`` per descent; ``replicas`` (default 8): independent copies
+    of the problem carried by every round in the same collectives, each
+    breaking ties its own way, the best copy wins: more copies give the best
+    of more local optima, at ``replicas`` times the local work and message
+    volume per round (the same collectives); 1 is a single plain run.  ``kicks``
+    (default 0): after the rounds converge, this many times perturb every
+    copy (random swaps of a tenth of the tasks), descend again and keep the
+    result where J fell (iterated local search): never a higher J than
+    without kicks, each kick costs another descent's rounds.
+    ``replicas`` must be an integer >= 1 and ``kicks`` >= 0 on every rank;
+    otherwise every rank raises the same ``ValueError`` (a caller's mistake,
+    not a failure to fall back from).
+
+    The settings of rank 0 are used on every rank.  Returns a
+    ``ReorderedComm`` (an ``Intracomm``) with ``.reorder`` saying what
+    happened.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     start = time.perf_counter()
     rank, size = comm.Get_rank(), comm.Get_size()
+    replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     settings = comm.bcast(dict(method=method, refine=refine, distributed=distributed, seed=seed,
                                max_rounds=max_rounds, min_improvement=min_improvement,
-                               options=options or {}), root=0)
+                               replicas=replicas, kicks=kicks, options=options or {}), root=0)
     source = "given" if topology is not None else "discovered"
     try:
         row = step(comm, "reading the traffic", lambda: own_row(
@@ -236,7 +255,8 @@ def _map_on_root(rows, topology, pe_of_rank, settings):
     refine = settings["refine"]
     if refine == "auto" and settings["method"] in ALREADY_REFINED:
         refine = "none"
-    pe, refined_by = refine_mapping(graph, topology, mapping.pe_of_task, refine, settings["seed"])
+    pe, refined_by = refine_mapping(graph, topology, mapping.pe_of_task, refine, settings["seed"],
+                                    replicas=settings["replicas"], kicks=settings["kicks"])
     name = settings["method"] + (f"+{refined_by}" if refined_by else "")
     j_after = mapping_cost(graph, topology, pe)
     if j_after >= j_before:  # no gain: moving processes would only cost
@@ -247,9 +267,11 @@ def _map_on_root(rows, topology, pe_of_rank, settings):
     return task_of_pe, {"path": "centralised", "method": name, "J_before": j_before, "J_after": j_after}
 
 
-def refine_mapping(graph, topology, pe, refine, seed) -> tuple[np.ndarray, str]:
-    """Apply the chosen refinement to a one-to-one mapping; returns the new
-    mapping and the name of what ran ("" for none)."""
+def refine_mapping(graph, topology, pe, refine, seed, *, replicas: int = REPLICAS,
+                   kicks: int = 0) -> tuple[np.ndarray, str]:
+    """Apply the chosen refinement to a one-to-one mapping (``replicas`` and
+    ``kicks`` for the swap rounds); returns the new mapping and the name of
+    what ran ("" for none)."""
     if refine in (None, False, "none"):
         return pe, ""
     if refine not in ("auto", "swap", "rounds"):
@@ -258,7 +280,7 @@ def refine_mapping(graph, topology, pe, refine, seed) -> tuple[np.ndarray, str]:
         # N_C^10 with its default ball cap (the library default): about
         # 0.3 s at P = 1024 on a loaded 2-core machine
         return np.asarray(swap_refine(graph, topology, pe, seed=seed), dtype=np.int64), "swap"
-    return refine_rounds(graph, topology, pe, seed=seed)[0], "rounds"
+    return refine_rounds(graph, topology, pe, seed=seed, replicas=replicas, kicks=kicks)[0], "rounds"
 
 
 # ------------------------------------------------------------ distributed
@@ -272,9 +294,9 @@ def _distributed(comm, row, place, settings):
     dst, nbytes = row
     rows = step(comm, "building the traffic rows", symmetric_rows, np.array([rank]),
                 np.array([0, len(dst)]), dst, nbytes, ex)
-    rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"])
+    rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"], replicas=settings["replicas"])
     res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
-               min_improvement=settings["min_improvement"])
+               min_improvement=settings["min_improvement"], kicks=settings["kicks"])
     # task `rank` now runs on slot res.labels.pe[0]: tell the rank on that slot
     owner = place.rank_of_pe[res.labels.pe[:1]]
     got = ex.exchange(owner, np.array([[rank]], dtype=np.float64))
@@ -286,7 +308,9 @@ def _distributed(comm, row, place, settings):
         return int(got[0, 0])
 
     key = step(comm, "checking the permutation", one_key)
-    return key, {"path": "distributed", "method": "distributed swap rounds",
+    return key, {"path": "distributed",
+                 "method": f"distributed swap rounds (replicas={settings['replicas']}, "
+                           f"kicks={settings['kicks']})",
                  "J_before": res.J_before, "J_after": res.J_after, "rounds": res.rounds,
                  "swaps": res.swaps}
 

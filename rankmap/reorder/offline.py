@@ -15,10 +15,10 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import (MAX_ROUNDS, Labels, SwapRounds, block_tasks, rows_of_graph,
-                                     symmetric_rows)
+from ..algorithms.label_swap import (MAX_ROUNDS, REPLICAS, Labels, SwapRounds, block_tasks,
+                                     rounds_options, rows_of_graph, symmetric_rows)
 from ..mapping import Mapping, validate_mapping
-from .agree import ReorderFailed, root_step, step
+from .agree import ReorderFailed, agreed_arguments, root_step, step
 from .exchange import MPIExchange
 
 
@@ -38,15 +38,19 @@ def _blocks_on_root(graph, topology, pe_of_task, size: int) -> list:
 
 
 def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
-                       max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4, kicks: int = 0,
-                       kick_fraction: float = 0.1, **swap_options):
+                       max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4,
+                       replicas: int = REPLICAS, kicks: int = 0, kick_fraction: float = 0.1,
+                       **swap_options):
     """Collective: swap rounds on ``graph`` from ``pe_of_task`` with the tasks
     spread over ``comm`` in blocks.  ``graph``, ``topology`` and
-    ``pe_of_task`` are read on rank 0 only (pass None elsewhere).  Returns
+    ``pe_of_task`` are read on rank 0 only (pass None elsewhere); the other
+    settings must be the same on every rank (``replicas`` >= 1 and ``kicks``
+    >= 0 are checked on every rank: ``ValueError`` everywhere).  Returns
     the refined mapping on rank 0 (None elsewhere), the ``RoundsResult``
     (this rank's labels) and this rank's memory use in bytes (its rows, its
     labels, the neighbour labels of a round and its largest exchange)."""
     size, rank = comm.Get_size(), comm.Get_rank()
+    replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     blocks = root_step(comm, "distributed refinement setup", _blocks_on_root, graph, topology,
                        pe_of_task, size)
     n, levels, indptr, cols, nbytes, packed = comm.scatter(blocks, root=0)
@@ -54,7 +58,8 @@ def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
     ex = MPIExchange(comm, n)
     tasks = block_tasks(rank, n, size)
     rows = step(comm, "building the traffic rows", symmetric_rows, tasks, indptr, cols, nbytes, ex)
-    rounds = SwapRounds(rows, Labels.unpack(packed, levels), ex, seed=seed, **swap_options)
+    rounds = SwapRounds(rows, Labels.unpack(packed, levels), ex, seed=seed, replicas=replicas,
+                        **swap_options)
     res = step(comm, "distributed refinement", rounds.run, max_rounds=max_rounds,
                min_improvement=min_improvement, kicks=kicks, kick_fraction=kick_fraction)
     work = rounds.rows  # the replicated rows and labels the rounds worked on
@@ -67,12 +72,16 @@ def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
 
 
 def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0, eps=None,
-                    comm=None, **options) -> Mapping | None:
+                    comm=None, replicas: int = REPLICAS, kicks: int = 0,
+                    **options) -> Mapping | None:
     """Collective: ``method`` on rank 0 as the start, then the distributed
-    swap rounds.  ``graph`` and ``topology`` are read on rank 0 only (pass
-    None elsewhere).  Returns the ``Mapping`` on rank 0, None on other ranks;
-    raises ``ValueError`` with the same message on every rank on failure."""
+    swap rounds with ``replicas`` copies per round and ``kicks`` (see
+    ``rankmap.reorder_comm``).  ``graph`` and ``topology`` are read on rank 0
+    only (pass None elsewhere).  Returns the ``Mapping`` on rank 0, None on
+    other ranks; raises ``ValueError`` with the same message on every rank
+    on failure."""
     comm = MPI.COMM_WORLD if comm is None else comm
+    replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     if eps is not None:
         raise ValueError("--distributed refines one-to-one mappings (no --eps)")
 
@@ -87,12 +96,14 @@ def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0,
     begin = time.perf_counter()
     try:
         start = root_step(comm, f"mapping with {method}", start_mapping)
-        pe, res, _ = refine_distributed(comm, graph, topology, start, seed=seed)
+        pe, res, _ = refine_distributed(comm, graph, topology, start, seed=seed, replicas=replicas,
+                                        kicks=kicks)
     except ReorderFailed as exc:
         raise ValueError(str(exc)) from None
     if comm.Get_rank() != 0:
         return None
     return Mapping(pe, method=f"{method}+distributed swap rounds ({comm.Get_size()} ranks)",
                    seed=seed, time_s=time.perf_counter() - begin,
-                   info={"rounds": res.rounds, "swaps": res.swaps, "J_start": res.J_before,
+                   info={"ranks": comm.Get_size(), "replicas": replicas, "kicks": kicks,
+                         "rounds": res.rounds, "swaps": res.swaps, "J_start": res.J_before,
                          "J_refined": res.J_after})
