@@ -65,6 +65,7 @@ _PER_STEINER_CALL = 0.19   # Mt-KaHyPar map_onto_graph on one subtree of <= 64 P
 _PER_STEINER_EDGE = 5e-4   # ... plus this per edge in it (0.3-8.6 s per multisection measured)
 _PER_PAIR_EDGE = 2e-8      # compiled swap refinement: one neighbour of one pair looked at
 _PER_SCAN_STEP = 1.7e-9    # refine_around: one task scan costs n * depth + m of these
+_CACHED_TASKS = 12_000    # ... up to about this many tasks (beyond: _memory_factor)
 _PER_KICK = 1.2e-4         # one kick's fixed cost (kick, J, pair lists) ...
 _PER_KICK_EDGE = 1e-8      # ... plus this per edge
 _REFINE_PASSES = 4    # typical passes until no gain from a good start
@@ -82,10 +83,17 @@ def _refine_depth(n: int):
     return "n2" if n <= N2_MAX_TASKS else 10
 
 
+def _memory_factor(n: int) -> float:
+    """How much slower a pair or a scan gets once the per-task arrays leave
+    the cache: (n / 12,000)^0.85 beyond 12,000 tasks (pairs per second on a
+    stencil at 2^13, 2^14, 2^15, 2^16 tasks: 5.4, 3.9, 2.2, 1.25 million)."""
+    return max(1.0, (n / _CACHED_TASKS) ** 0.85)
+
+
 def _pair_seconds(graph) -> float:
     """Estimated seconds per pair the compiled swap search evaluates: the
     unit that turns its (deterministic) pair counts into budget time."""
-    return (2 + 2 * graph.symmetric.nnz / max(graph.n, 1)) * _PER_PAIR_EDGE
+    return (2 + 2 * graph.symmetric.nnz / max(graph.n, 1)) * _PER_PAIR_EDGE * _memory_factor(graph.n)
 
 
 def _refine_cost(graph, topology=None, one_to_one: bool = False) -> float:
@@ -253,7 +261,8 @@ def _refine_start(graph, topology, pe_of_task, budget: float, seed: int):
 
 def _scan_seconds(graph, topology) -> float:
     """Estimated seconds of one task scan of ``refine_around``."""
-    return (graph.n * max(int(topology.max_depth), 1) + graph.symmetric.nnz) * _PER_SCAN_STEP
+    return (graph.n * max(int(topology.max_depth), 1) + graph.symmetric.nnz) * _PER_SCAN_STEP \
+        * _memory_factor(graph.n)
 
 
 def kick(graph, pe_of_task, rng: np.random.Generator, size: int = KICK_TASKS) -> np.ndarray:
