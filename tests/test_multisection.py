@@ -96,3 +96,27 @@ def test_steiner_maps_subtrees_with_mtkahypar_one_to_one_and_balanced():
     small = hierarchy_topology([4, 4], [1, 10])
     many = map_tasks(heavy, small, method="multisection", backend="mtkahypar", steiner=True, eps=0.03)
     assert balance_report(many.pe_of_task, w, 16, 0.03)["balanced"]
+
+
+def test_workers_give_the_same_mapping(monkeypatch):
+    """Subtrees multisected in worker processes: the same result as in one
+    process (a sub-problem's seed depends on its tree node, not on the
+    order the sub-problems run in)."""
+    from rankmap.algorithms import multisection as ms
+
+    monkeypatch.setattr(ms, "PARALLEL_MIN_TASKS", 0)  # the test instances are small
+    pools = []
+    real_pool = ms._worker_pool
+    monkeypatch.setattr(ms, "_worker_pool", lambda *a: pools.append(a) or real_pool(*a))
+    g = grid_graph(16, 16)
+    cases = [(hierarchy_topology([4, 16, 4], [1, 10, 100]), {}),
+             (hierarchy_topology([4, 4, 4], [1, 10, 100]), {"eps": 0.03, "backend": "both", "tries": 2}),
+             (hierarchy_topology([4, 16, 4], [1, 10, 100]), {"backend": "mtkahypar", "steiner": True,
+                                                            "deterministic": True})]
+    for topo, kw in cases:
+        one = ms.multisection_map(g, topo, seed=2, **kw)
+        two = ms.multisection_map(g, topo, seed=2, workers=2, **kw)
+        assert np.array_equal(one, two), kw
+    assert len(pools) >= 2  # the first two cases went through worker processes
+    m = map_tasks(g, cases[0][0], method="multisection", workers="2", seed=2)
+    assert np.array_equal(m.pe_of_task, ms.multisection_map(g, cases[0][0], seed=2))

@@ -17,13 +17,16 @@ for a sub-problem of weight c(V_sub) over k_sub PEs with ``depth`` levels
 still below it keeps the final PE loads within (1 + eps) * c(V) / k; parts
 are repaired to those bounds, and to L_max at the PEs.
 
-Sub-problems run one after another: kaffpa holds the GIL (see partition.py)
-and Mt-KaHyPar already uses ``threads`` inside each call.
+Threads would not help: kaffpa holds the GIL (see partition.py), and
+Mt-KaHyPar already uses ``threads`` inside each call.  ``workers`` > 1
+uses processes instead: the top levels split serially until there are
+SUBTREES_PER_WORKER subtrees per worker, then each subtree is multisected
+whole in a worker (instances of at least PARALLEL_MIN_TASKS tasks).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -87,11 +90,34 @@ def _cut(adj, block: np.ndarray) -> float:
     return float(adj.data[block[rows] != block[adj.indices]].sum())
 
 
+@dataclass(frozen=True)
+class _Setting:
+    """What every sub-problem of one multisection needs besides its tasks:
+    built once, and sent once to each worker process."""
+    topology: Topology
+    height: np.ndarray
+    below: np.ndarray
+    top_distance: float
+    one_to_one: bool
+    eps: float | None
+    l_max: float | None
+    total: float
+    backend: str
+    preset: str
+    threads: int
+    steiner: bool
+    tries: int
+    fast_below: float
+    deterministic: bool
+    slack_by_distance: bool
+    seed: int
+
+
 def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      eps: float | None = None, backend: str = "kahip", preset: str = "eco",
                      threads: int = 1, steiner: bool = False, tries: int = 1,
                      fast_below: float = 0.0, deterministic: bool = False,
-                     slack_by_distance: bool = False) -> np.ndarray:
+                     slack_by_distance: bool = False, workers: int = 1) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
     ``topology`` (see the module docstring).  With ``tries`` > 1 every
     sub-problem is partitioned several times (further seeds; with
@@ -107,7 +133,11 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     factor per level, a sub-problem may use the share d / (d + distances
     of the levels below) of the room that L_max leaves it, so an expensive
     top cut gets most of the imbalance and the cheap levels below split
-    nearly evenly; the final loads stay within L_max either way."""
+    nearly evenly; the final loads stay within L_max either way.
+    ``workers`` > 1: once the top levels have made enough independent
+    subtrees, they are multisected in that many processes.  A sub-problem's
+    seed is ``seed`` plus its tree node (plus the try), so the result is the
+    same for any number of workers."""
     if backend not in BACKENDS + ("both",):
         raise ValueError(f"unknown partitioning backend {backend!r}; choose from {', '.join(BACKENDS + ('both',))}")
     if steiner and backend == "both":
@@ -116,19 +146,48 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     one_to_one = eps is None and n <= k
     if eps is None and not one_to_one:
         eps = DEFAULT_EPS
-    sym = graph.symmetric
     w = np.ones(n) if one_to_one else graph.vertex_weights
-    total = float(w.sum())
     l_max = None if one_to_one else balance_report(np.zeros(0, dtype=np.int64), w, k, eps)["L_max"]
-    height = _height(topology)
-    below = _distance_below(topology)
     splits = np.diff(topology.child_ptr) > 1  # nodes with one child split nothing
-    top_distance = float(topology.node_distance[splits].max(initial=0.0))
+    setting = _Setting(topology, _height(topology), _distance_below(topology),
+                       float(topology.node_distance[splits].max(initial=0.0)), one_to_one, eps, l_max,
+                       float(w.sum()), backend, preset, int(threads), bool(steiner), int(tries), float(fast_below),
+                       bool(deterministic), bool(slack_by_distance), int(seed))
     pe_of_task = np.full(n, -1, dtype=np.int64)
-    queue = deque([(topology.root, np.arange(n, dtype=np.int64))])
-    sub_seed = int(seed)
-    while queue:
-        node, tasks = queue.popleft()
+    frontier = [(topology.root, np.arange(n, dtype=np.int64))]
+    parallel = workers > 1 and n >= PARALLEL_MIN_TASKS
+    while frontier and (not parallel or len(frontier) < SUBTREES_PER_WORKER * workers):
+        frontier = _split_level(setting, graph.symmetric, w, frontier, pe_of_task)
+    if frontier:  # the independent subtrees, each multisected whole by a worker
+        jobs = [(node, graph.symmetric[tasks][:, tasks], w[tasks]) for node, tasks in frontier]
+        with _worker_pool(workers, setting) as pool:
+            for (_, tasks), pe in zip(frontier, pool.map(_subtree_job, jobs, chunksize=1)):
+                pe_of_task[tasks] = pe
+    return pe_of_task
+
+
+PARALLEL_MIN_TASKS = 4096  # fewer tasks than this are multisected in this process, whatever ``workers``
+SUBTREES_PER_WORKER = 4    # split serially until there are this many subtrees per worker
+
+
+def _descend(setting: _Setting, sym, w, node: int) -> np.ndarray:
+    """Multisection of the tasks of ``sym`` (all of them) below ``node``:
+    every task's PE."""
+    pe_of_task = np.full(sym.shape[0], -1, dtype=np.int64)
+    frontier = [(node, np.arange(sym.shape[0], dtype=np.int64))]
+    while frontier:
+        frontier = _split_level(setting, sym, w, frontier, pe_of_task)
+    return pe_of_task
+
+
+def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarray) -> list:
+    """One level: split the tasks of every (node, tasks) of ``frontier``
+    among the node's children; tasks that reach a leaf (or a subtree that
+    Mt-KaHyPar maps whole) get their PE in ``pe_of_task``.  Returns the next
+    level's (node, tasks)."""
+    s, topology = setting, setting.topology
+    below_next = []
+    for node, tasks in frontier:
         children = topology.children(node)
         while children.size == 1:  # a level with one child splits nothing
             node = int(children[0])
@@ -138,61 +197,95 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
             continue
         if tasks.size == 0:
             continue
+        sub_seed = s.seed + node
         pes = topology.leaf_stop[children] - topology.leaf_start[children]
         adj = sym[tasks][:, tasks]
         ws = w[tasks]
         lo, hi = topology.leaf_range(node)
-        if steiner and height[node] > 1 and hi - lo <= 64:
+        if s.steiner and s.height[node] > 1 and hi - lo <= 64:
             # Mt-KaHyPar maps the rest of this subtree in one call
             c_sub = float(ws.sum())
-            sub_eps = eps if one_to_one else max(l_max * (hi - lo) / max(c_sub, 1e-300) - 1.0, 0.0)
-            caps = np.ones(hi - lo) if one_to_one else np.full(hi - lo, float(l_max))
+            sub_eps = s.eps if s.one_to_one else max(s.l_max * (hi - lo) / max(c_sub, 1e-300) - 1.0, 0.0)
+            caps = np.ones(hi - lo) if s.one_to_one else np.full(hi - lo, float(s.l_max))
             part = mtkahypar_map(adj, ws, lambda p, q: topology.distance(p + lo, q + lo), caps,
-                                 0.0 if one_to_one else sub_eps, preset=preset, seed=sub_seed, threads=threads)
-            sub_seed += 1
+                                 0.0 if s.one_to_one else sub_eps, preset=s.preset, seed=sub_seed,
+                                 threads=s.threads)
             pe_of_task[tasks] = lo + repair_balance(adj, ws, part, caps)
             continue
-        if one_to_one:
-            counts = _task_counts(tasks.size, pes)
-            targets, sub_eps, capacity = counts, 0.0, counts.astype(np.float64)
-        else:
-            c_sub = float(ws.sum())
-            if slack_by_distance:  # the room L_max leaves, shared out by what a cut costs
-                ratio = l_max * pes.sum() / max(c_sub, 1e-300)
-                share = topology.node_distance[node] / max(below[node], 1e-300)
-            else:  # SharedMap Lemma 5.1: the same factor at every level
-                ratio = (1 + eps) * pes.sum() * total / (k * max(c_sub, 1e-300))
-                share = 1.0 / int(height[node])
-            sub_eps = max(ratio ** share - 1.0, 0.0)
-            capacity = (1 + sub_eps) * c_sub * pes / pes.sum()
-            # the Lemma's bound is continuous: with whole tasks allow one more
-            # heaviest task when it is tight, but never more than L_max per PE
-            capacity = np.maximum(capacity, c_sub * pes / pes.sum() + ws.max(initial=0.0))
-            capacity = np.minimum(capacity, l_max * pes)
-            targets = pes
-        live = targets > 0
-        if live.sum() > 1:
-            n_tries = _tries(tries, topology.node_distance[node], top_distance)
-            run_preset = "fast" if topology.node_distance[node] < fast_below * top_distance else preset
-            best_cut = np.inf
-            for t in range(n_tries):
-                run_backend = BACKENDS[t % 2] if backend == "both" else backend
-                raw = partition_graph(adj, ws, targets[live], sub_eps, backend=run_backend, preset=run_preset,
-                                      seed=sub_seed, threads=threads, deterministic=deterministic)
-                sub_seed += 1
-                cand = repair_balance(adj, ws, np.flatnonzero(live)[raw], capacity)
-                cut = _cut(adj, cand)
-                if cut < best_cut:
-                    block, best_cut = cand, cut
-        else:
-            block = repair_balance(adj, ws, np.full(tasks.size, int(np.flatnonzero(live)[0]), dtype=np.int64),
-                                   capacity)
-            sub_seed += 1
+        block = _split(s, node, adj, ws, pes, sub_seed)
         order = np.argsort(block, kind="stable")
         bounds = np.searchsorted(block[order], np.arange(children.size + 1))
         for i, child in enumerate(children.tolist()):
-            queue.append((child, tasks[order[bounds[i]:bounds[i + 1]]]))
-    return pe_of_task
+            below_next.append((child, tasks[order[bounds[i]:bounds[i + 1]]]))
+    return below_next
+
+
+def _split(s: _Setting, node: int, adj, ws: np.ndarray, pes: np.ndarray, sub_seed: int) -> np.ndarray:
+    """The child (index) of every task of one sub-problem: the best cut of
+    its tries, repaired to the children's capacities."""
+    topology = s.topology
+    if s.one_to_one:
+        counts = _task_counts(adj.shape[0], pes)
+        targets, sub_eps, capacity = counts, 0.0, counts.astype(np.float64)
+    else:
+        c_sub = float(ws.sum())
+        if s.slack_by_distance:  # the room L_max leaves, shared out by what a cut costs
+            ratio = s.l_max * pes.sum() / max(c_sub, 1e-300)
+            share = topology.node_distance[node] / max(s.below[node], 1e-300)
+        else:  # SharedMap Lemma 5.1: the same factor at every level
+            ratio = (1 + s.eps) * pes.sum() * s.total / (topology.n_pes * max(c_sub, 1e-300))
+            share = 1.0 / int(s.height[node])
+        sub_eps = max(ratio ** share - 1.0, 0.0)
+        capacity = (1 + sub_eps) * c_sub * pes / pes.sum()
+        # the Lemma's bound is continuous: with whole tasks allow one more
+        # heaviest task when it is tight, but never more than L_max per PE
+        capacity = np.maximum(capacity, c_sub * pes / pes.sum() + ws.max(initial=0.0))
+        capacity = np.minimum(capacity, s.l_max * pes)
+        targets = pes
+    live = targets > 0
+    if live.sum() <= 1:  # one child gets every task: only its capacity to repair
+        return repair_balance(adj, ws, np.full(adj.shape[0], int(np.flatnonzero(live)[0]), dtype=np.int64),
+                              capacity)
+    n_tries = _tries(s.tries, topology.node_distance[node], s.top_distance)
+    preset = "fast" if topology.node_distance[node] < s.fast_below * s.top_distance else s.preset
+    best_cut = np.inf
+    for t in range(n_tries):
+        backend = BACKENDS[t % 2] if s.backend == "both" else s.backend
+        raw = partition_graph(adj, ws, targets[live], sub_eps, backend=backend, preset=preset,
+                              seed=sub_seed + t, threads=s.threads, deterministic=s.deterministic)
+        cand = repair_balance(adj, ws, np.flatnonzero(live)[raw], capacity)
+        cut = _cut(adj, cand)
+        if cut < best_cut:
+            block, best_cut = cand, cut
+    return block
+
+
+_WORKER_SETTING = None  # a worker process's _Setting (sent once, by _worker_pool)
+
+
+def _adopt_setting(setting: _Setting) -> None:
+    global _WORKER_SETTING
+    _WORKER_SETTING = setting
+
+
+def _subtree_job(job) -> np.ndarray:
+    node, sym, w = job
+    return _descend(_WORKER_SETTING, sym, w, node)
+
+
+def _worker_pool(workers: int, setting: _Setting):
+    """``workers`` processes holding ``setting``.  They come from a fork
+    server (forking this process could copy Mt-KaHyPar's thread pool in a
+    locked state) that has this module loaded already; like spawn, it
+    imports the calling program's main module, so scripts need the usual
+    ``if __name__ == "__main__":`` guard."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return ProcessPoolExecutor(max_workers=int(workers), mp_context=context, initializer=_adopt_setting,
+                               initargs=(setting,))
 
 
 @register("multisection", "top-down hierarchical multisection with KaHIP or Mt-KaHyPar "
@@ -201,14 +294,16 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                           "tries=N: best cut of N partitions at the top level, fewer below, "
                           "fast_below=F: fast preset where a cut costs < F x the top level's, "
                           "slack=lemma|distance: imbalance per level as SharedMap or by distance, "
-                          "deterministic=true: Mt-KaHyPar's repeatable presets)")
+                          "deterministic=true: Mt-KaHyPar's repeatable presets, "
+                          "workers=N: sub-problems of a level in N processes, same result)")
 def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
-                 steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, **_):
+                 steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, workers=1, **_):
     if str(slack) not in ("lemma", "distance"):
         raise ValueError(f"option slack={slack!r}: expected lemma or distance")
     return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
                             preset=str(preset), threads=int(threads), steiner=str(steiner).strip().lower() in ("1", "true", "yes", "on"),
                             tries=int(tries), fast_below=float(fast_below),
                             slack_by_distance=str(slack) == "distance",
-                            deterministic=str(deterministic).strip().lower() in ("1", "true", "yes", "on"))
+                            deterministic=str(deterministic).strip().lower() in ("1", "true", "yes", "on"),
+                            workers=int(workers))
 
