@@ -85,3 +85,16 @@ def test_fewer_tasks_than_pes_no_move_into_a_free_pe_lowers_j():
             trial = pe.copy()
             trial[u] = q
             assert mapping_cost(g, topo, trial) >= j - 1e-9
+
+
+def test_auto_with_workers_is_the_same_mapping(monkeypatch):
+    from rankmap.algorithms import multisection as ms
+
+    monkeypatch.setattr(ms, "PARALLEL_MIN_TASKS", 0)
+    g = grid_graph(12, 12)
+    topo = hierarchy_topology([4, 4, 9], [1, 10, 100])
+    one = map_tasks(g, topo, method="auto", seed=3, time_limit=0.5).pe_of_task
+    assert np.array_equal(one, map_tasks(g, topo, method="auto", seed=3, time_limit=0.5, workers="2").pe_of_task)
+    many = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    a = map_tasks(g, many, method="auto", eps=0.03, seed=1, time_limit=0.5).pe_of_task
+    assert np.array_equal(a, map_tasks(g, many, method="auto", eps=0.03, seed=1, time_limit=0.5, workers=2).pe_of_task)

@@ -183,15 +183,16 @@ def _ordered(runs, budget: float, n: int):
 
 
 @register("auto", "best J of multisection / GreedyAllC / TreeMatch runs with swap refinement "
-                  "within time_limit seconds (default 10; deterministic per seed and budget)",
+                  "within time_limit seconds (default 10; deterministic per seed and budget; "
+                  "workers=N: multisections in N processes, same result)",
           machines=("tree", "mesh"))
-def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
+def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, **options):
     if not isinstance(topology, Topology):  # a mesh/torus: the tree methods do not apply
         return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, **options)
     if eps is not None or graph.n > topology.n_pes:  # many tasks per PE: a portfolio of its own
         from .auto_many import auto_many
 
-        return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit)
+        return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=int(workers))
     best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE
     best_j = mapping_cost(graph, topology, best_pe)
     budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
@@ -205,6 +206,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
             break  # converged: the stronger presets keep finding the same J, or none does better
         opts = dict(opts)
         run_seed = opts.pop("seed")
+        if name == "multisection":  # the plan and the result do not depend on it
+            opts["workers"] = int(workers)
         spent += cost
         pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, **opts))
         # the first start gets at least about one refinement pass, whatever the budget

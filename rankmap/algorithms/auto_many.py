@@ -120,9 +120,10 @@ def plan_many(graph, topology, time_limit: float | None, seed: int = 0) -> tuple
 
 
 def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
-              time_limit: float | None = None) -> np.ndarray:
+              time_limit: float | None = None, workers: int = 1) -> np.ndarray:
     """Best J of the planned multisection runs, move-refined, then the best
-    swap-refined (see the module docstring)."""
+    swap-refined (see the module docstring); ``workers`` processes per
+    multisection (the same result)."""
     eps = DEFAULT_EPS if eps is None else eps
     best_pe, best_j = None, np.inf
     try:  # the given order, when it is a valid placement
@@ -134,7 +135,7 @@ def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
     runs, _ = plan_many(graph, topology, time_limit, seed)
     for opts in runs:
         try:
-            pe = multisection_map(graph, topology, eps=eps, threads=1, **opts)
+            pe = multisection_map(graph, topology, eps=eps, threads=1, workers=workers, **opts)
         except ValueError:  # e.g. a partition no repair can fit under L_max: the other runs may
             continue
         pe = move_refine(graph, topology, pe, eps=eps, seed=opts["seed"])
