@@ -68,6 +68,8 @@ _PER_SCAN_STEP = 1.7e-9    # refine_around: one task scan costs n * depth + m of
 _CACHED_TASKS = 12_000    # ... up to about this many tasks (beyond: _memory_factor)
 _PER_KICK = 1.2e-4         # one kick's fixed cost (kick, J, pair lists) ...
 _PER_KICK_EDGE = 1e-8      # ... plus this per edge
+MARGIN = 1.5  # the fits hold on the models they came from; a stencil of 2^11-2^16 tasks
+              # ran up to 2x slower, and the same machine 30% slower an hour later
 _REFINE_PASSES = 4    # typical passes until no gain from a good start
 FREE_PE_ROUNDS = 4    # fewer tasks than PEs: move/swap alternations at the end
 _PER_GREEDY_TASK = 7.2e-6  # GreedyAllC: per task and level
@@ -77,6 +79,13 @@ COVER_TOUCHES = 4     # enough kicks to touch every task this many times on aver
 DIVERSE_STARTS = 3    # the three cheapest starts always run (when planned) ...
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
+
+
+def budget_seconds(time_limit: float | None) -> float:
+    """``time_limit`` (None: DEFAULT_TIME_LIMIT) in the work model's
+    seconds: MARGIN below it, so a slower instance or machine stays near the
+    limit."""
+    return (DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)) / MARGIN
 
 
 def _refine_depth(n: int):
@@ -159,7 +168,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     refinements: the estimates alone decide, before any run.  auto runs
     them in this order and skips one that no longer fits once the counted
     refinement work is known."""
-    budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    budget = budget_seconds(time_limit)
     refine = _refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
     for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, graph.n):
@@ -195,7 +204,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, **opt
         return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=int(workers))
     best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE
     best_j = mapping_cost(graph, topology, best_pe)
-    budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    budget = budget_seconds(time_limit)
     refine = _refine_cost(graph, topology, True)
     spent, idle, repeats, tried = 0.0, 0, 0, 0
     starts, _ = plan(graph, topology, time_limit, seed)

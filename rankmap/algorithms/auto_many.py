@@ -37,7 +37,7 @@ import numpy as np
 from ..cost import mapping_cost
 from ..mapping import DEFAULT_EPS, validate_mapping
 from . import METHODS
-from .auto import DEFAULT_TIME_LIMIT, _refine_cost, _refine_depth
+from .auto import _refine_cost, _refine_depth, budget_seconds
 from .move_refine import move_refine
 from .multisection import multisection_map
 from .refine import swap_refine
@@ -94,7 +94,7 @@ def plan_many(graph, topology, time_limit: float | None, seed: int = 0) -> tuple
     """The multisection runs (keyword options of ``multisection_map``) auto
     makes many-to-one, in order, and their estimated seconds including move
     refinement and the final swap refinement."""
-    budget = DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    budget = budget_seconds(time_limit)
 
     def ms(backend, preset, run_seed, slack=True, tries=1):
         return {"backend": backend, "preset": preset, "seed": run_seed, "tries": tries,
