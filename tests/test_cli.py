@@ -150,4 +150,8 @@ def test_hosts_placement_fills_each_host_in_rank_order():
     topo = topology_from_strings("2:2", "1:10")  # hosts node0 (PEs 0,1), node1 (PEs 2,3)
     assert _hosts_placement(["node1", "node0", "node1", "node0"], topo).tolist() == [2, 0, 3, 1]
     assert _hosts_placement(["node0", "node0", "node0"], topo) is None
-    assert _hosts_placement(["elsewhere"], topo) is None
+    # names the machine lacks (a trace from another cluster) are matched to
+    # its hosts in order of first appearance: ranks that shared a host still do
+    assert _hosts_placement(["b", "a", "b", "a"], topo).tolist() == [0, 2, 1, 3]
+    assert _hosts_placement(["a", "b", "c"], topo) is None  # more hosts than the machine has
+    assert _hosts_placement(["a", None], topo) is None

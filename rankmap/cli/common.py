@@ -4,11 +4,13 @@ machine, and the before/after table."""
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 
 from ..cost import evaluate
 from ..formats import GRAPH_FORMATS, read_graph
+from ..formats.registry import read_recorded
 from ..graph import CommGraph
 from ..topology import Topology, load_topology, mesh_topology_from_spec, topology_from_strings
 from . import UserError
@@ -17,7 +19,8 @@ from . import UserError
 def add_graph_arguments(parser) -> None:
     parser.add_argument("input", metavar="INPUT",
                         help="communication graph or trace (METIS, Matrix Market, edge list, dense "
-                             "matrix, Open MPI monitoring *.prof, EZTrace stats, rankmap trace)")
+                             "matrix, Open MPI monitoring *.prof, EZTrace stats, rankmap trace, "
+                             "Score-P OTF2, mpiP report, SST DUMPI, liballprof)")
     parser.add_argument("--format", default="auto", choices=["auto", *GRAPH_FORMATS],
                         help="input format (default: detect from name and content)")
     parser.add_argument("--weights", default="values", choices=["values", "abs", "unit"],
@@ -27,6 +30,13 @@ def add_graph_arguments(parser) -> None:
     parser.add_argument("--traffic", default="all", choices=["all", "p2p", "collective"],
                         help="rankmap traces: which recorded traffic to map (default: all; "
                              "collectives as the trace's collective model attributed them)")
+    add_collectives_argument(parser)
+
+
+def add_collectives_argument(parser) -> None:
+    parser.add_argument("--collectives", default="tree", choices=["none", "root", "tree", "ring"],
+                        help="OTF2, DUMPI and liballprof traces: how collectives become pairs, "
+                             "as rankmap.profile's --collectives (default tree)")
 
 
 def add_topology_arguments(parser) -> None:
@@ -47,7 +57,8 @@ def add_topology_arguments(parser) -> None:
 
 def load_graph(args) -> CommGraph:
     return read_graph(args.input, args.format, weights=args.weights,
-                      include_internal=args.ompi_internal, traffic=args.traffic)
+                      include_internal=args.ompi_internal, traffic=args.traffic,
+                      collectives=args.collectives)
 
 
 def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.ndarray | None]:
@@ -70,7 +81,7 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
         topo = topology_from_strings(args.hierarchy, args.distances)
     elif args.topology:
         topo = load_topology(args.topology)
-    trace = _trace(graph_source)
+    trace = _trace(graph_source, args)
     if topo is not None:
         return topo, None if trace is None else _hosts_placement(trace.hosts, topo)
     if trace is not None:
@@ -81,22 +92,32 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
                     "(a trace gives its own machine only when it recorded each host's topology)")
 
 
-def _trace(path: str | None):
-    """The recorded trace being mapped, or None for other inputs."""
-    from .. import trace
-
-    if path is None or not trace.is_trace(path):
+def _trace(path: str | None, args=None):
+    """The recorded run being mapped (rankmap, OTF2, mpiP, DUMPI or
+    liballprof trace), or None for other inputs."""
+    if path is None or not os.path.exists(path):
         return None
-    return trace.read_trace(path)
+    return read_recorded(path, getattr(args, "format", "auto"),
+                         getattr(args, "collectives", "tree"))
 
 
 def _hosts_placement(rank_hosts, topology) -> np.ndarray | None:
     """Where a trace's ranks ran on a machine given by the user: each rank
-    on the next PE of its recorded host, in rank order.  None when the hosts
-    do not match the machine's (e.g. a hierarchy with generated names)."""
+    on the next PE of its recorded host, in rank order.  Recorded host
+    names the machine does not have (a hierarchy's generated names, another
+    cluster) are matched to its hosts in order of first appearance.  None
+    when a rank has no host or a host has more ranks than PEs."""
+    if any(h is None for h in rank_hosts):
+        return None
     pes_of_host: dict[str, list[int]] = {}
     for pe, host in enumerate(topology.pe_host):
         pes_of_host.setdefault(host, []).append(pe)
+    recorded = list(dict.fromkeys(rank_hosts))
+    if not set(recorded) <= set(pes_of_host):
+        if len(recorded) > len(pes_of_host):
+            return None
+        rename = dict(zip(recorded, pes_of_host))
+        rank_hosts = [rename[h] for h in rank_hosts]
     used: dict[str, int] = {}
     out = np.empty(len(rank_hosts), dtype=np.int64)
     for r, host in enumerate(rank_hosts):

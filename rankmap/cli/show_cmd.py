@@ -1,6 +1,7 @@
-"""Summarise a trace: ranks, hosts, bytes per kind and phase, the heaviest
-pairs, missing ranks; ``--plot FILE`` draws the byte matrix as a heat map
-(needs the ``plot`` extra, matplotlib)."""
+"""Summarise a recorded run (a rankmap trace, Score-P OTF2, mpiP report,
+SST DUMPI or liballprof trace): ranks, hosts, bytes per kind and phase, the
+heaviest pairs, missing ranks; ``--plot FILE`` draws the byte matrix as a
+heat map (needs the ``plot`` extra, matplotlib)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,21 @@ import warnings
 
 import numpy as np
 
+from . import UserError
+from .common import add_collectives_argument
+
 NAME = "show"
-HELP = "summarise a recorded trace (optionally plot its communication matrix)"
+HELP = "summarise a recorded run (optionally plot its communication matrix)"
 ORDER = 40
 
 
 def add_arguments(p) -> None:
-    p.add_argument("trace", help="a .rmtrace.npz file, a rank part, or a .parts directory")
+    p.add_argument("trace", help="a .rmtrace.npz file, a rank part or a .parts directory; or a "
+                                 "Score-P OTF2, mpiP, SST DUMPI or liballprof trace")
+    p.add_argument("--format", default="auto",
+                   choices=["auto", "trace", "otf2", "mpip", "dumpi", "liballprof"],
+                   help="trace format (default: detect)")
+    add_collectives_argument(p)
     p.add_argument("--top", type=int, default=10, help="how many of the heaviest pairs to list")
     p.add_argument("--kind", default="all", choices=["p2p", "collective", "rma", "all"],
                    help="traffic the pair list and plot use (default all)")
@@ -40,7 +49,12 @@ def summary(trace, top: int = 10, kind: str = "all", phase=None) -> str:
     lines.append(f"hosts     {len(per_host)}: " + ", ".join(f"{h} ({c} ranks)" for h, c in per_host.items()))
     mpi = trace.meta.get("mpi", {})
     lines.append(f"program   {' '.join(trace.meta.get('argv', [])) or '?'}")
-    lines.append(f"mpi       {mpi.get('library', '?')}; collectives model {trace.meta.get('collectives', '?')}")
+    if trace.meta.get("tool"):
+        lines.append(f"recorded  by {trace.meta['tool']}; collectives model "
+                     f"{trace.meta.get('collectives', '?')}")
+    else:
+        lines.append(f"mpi       {mpi.get('library', '?')}; collectives model "
+                     f"{trace.meta.get('collectives', '?')}")
     statuses = {}
     for s in trace.status:
         statuses[s or "missing"] = statuses.get(s or "missing", 0) + 1
@@ -96,11 +110,14 @@ def plot(trace, path, kind="all", phase=None) -> None:
 
 
 def run(args) -> int:
-    from ..trace import read_trace
+    from ..formats.registry import read_recorded
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # missing ranks are part of the summary
-        trace = read_trace(args.trace)
+        trace = read_recorded(args.trace, args.format, args.collectives)
+    if trace is None:
+        raise UserError(f"{args.trace}: a communication graph, not a recorded run: nothing to "
+                        "summarise beyond what 'rankmap eval' reports")
     print(summary(trace, args.top, args.kind, args.phase))
     if args.plot:
         plot(trace, args.plot, args.kind, args.phase)

@@ -11,6 +11,14 @@ Every reader returns a ``CommGraph`` and reports bad input as
 - ``ompi``   Open MPI pml monitoring ``*.prof`` (``openmpi_monitoring``)
 - ``eztrace`` EZTrace ``eztrace_stats`` output (``eztrace``)
 - ``trace``  a rankmap trace (see ``rankmap.trace``)
+- ``otf2``   Score-P OTF2 trace (``otf2``; needs the ``otf2`` extra)
+- ``mpip``   mpiP report with its communication matrix (``mpip``)
+- ``dumpi``  SST DUMPI trace, ``.meta`` + one ``.bin`` per rank (``dumpi``)
+- ``liballprof`` liballprof PMPI text trace, one file per rank (``liballprof``)
+
+The last five are recorded runs: ``read_recorded`` gives them as a
+``rankmap.trace.Trace`` (traffic per kind plus each rank's host), which is
+what ``map`` uses for the recorded "before" placement and ``show`` prints.
 
 ``weights`` selects how matrix values become bytes: ``values`` (default;
 negative values are an error), ``abs``, or ``unit`` (structure only).
@@ -23,6 +31,8 @@ import os
 import re
 
 from ..graph import CommGraph
+from . import dumpi, liballprof, mpip
+from . import otf2 as otf2_reader
 from .common import FormatError
 from .dense import read_dense, write_dense
 from .edge_list import read_edge_list, write_edge_list
@@ -31,20 +41,27 @@ from .matrix_market import read_matrix_market, write_matrix_market
 from .metis import read_metis, write_metis
 from .openmpi_monitoring import read_ompi_monitoring
 
-GRAPH_FORMATS = ["metis", "mtx", "edges", "dense", "ompi", "eztrace", "trace"]
+GRAPH_FORMATS = ["metis", "mtx", "edges", "dense", "ompi", "eztrace", "trace", "otf2", "mpip",
+                 "dumpi", "liballprof"]
+RECORDED_FORMATS = ("trace", "otf2", "mpip", "dumpi", "liballprof")
 WRITE_FORMATS = ["metis", "mtx", "edges", "dense"]
 
 
 def detect_format(path: str) -> str:
     """Guess the format from the name, then from the first data line."""
+    if _is_trace(path):
+        return "trace"
+    for fmt, sniff in (("otf2", otf2_reader.is_otf2), ("dumpi", dumpi.is_dumpi),
+                       ("liballprof", liballprof.is_liballprof), ("mpip", mpip.is_mpip)):
+        if sniff(path):
+            return fmt
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, EZTRACE_SIZE)):
             return "eztrace"
         if glob.glob(os.path.join(path, "*.prof")):
             return "ompi"
-        raise FormatError(f"{path}: directory holds neither EZTrace stats nor Open MPI *.prof files")
-    if _is_trace(path):
-        return "trace"
+        raise FormatError(f"{path}: directory holds no trace this reads (OTF2, DUMPI, liballprof, "
+                          "EZTrace stats, Open MPI *.prof, rankmap parts)")
     name = os.path.basename(path).lower()
     if name.endswith((".graph", ".metis", ".mgraph")):
         return "metis"
@@ -84,19 +101,59 @@ def _is_trace(path: str) -> bool:
     return trace.is_trace(path)
 
 
+_last_recorded: list = []  # [(key, Trace)]: map reads the graph, then the placement
+
+
+def read_recorded(path: str, fmt: str = "auto", collectives: str = "tree"):
+    """The recorded run in ``path`` as a ``rankmap.trace.Trace``, or None
+    when ``path`` is a plain graph.  ``collectives`` is the model that turns
+    the collectives of OTF2, DUMPI and liballprof traces into pairs (the
+    profiler's ``--collectives``; a rankmap trace keeps the model it was
+    recorded with, an mpiP matrix has no collectives)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt not in RECORDED_FORMATS:
+        return None
+    st = os.stat(path)
+    key = (os.path.abspath(path), fmt, collectives, st.st_mtime_ns, st.st_size)
+    if _last_recorded and _last_recorded[0][0] == key:
+        return _last_recorded[0][1]
+    if fmt == "trace":
+        from ..trace import read_trace
+
+        trace = read_trace(path)
+    elif fmt == "otf2":
+        trace = otf2_reader.read_otf2(path, collectives)
+    elif fmt == "mpip":
+        trace = mpip.read_mpip(path)
+    elif fmt == "dumpi":
+        trace = dumpi.read_dumpi(path, collectives)
+    else:
+        trace = liballprof.read_liballprof(path, collectives)
+    _last_recorded[:] = [(key, trace)]
+    return trace
+
+
 def read_graph(path: str, fmt: str = "auto", weights: str = "values",
-               include_internal: bool = False, traffic: str = "all") -> CommGraph:
+               include_internal: bool = False, traffic: str = "all",
+               collectives: str = "tree") -> CommGraph:
     """Read a communication graph; ``fmt='auto'`` detects the format.
 
-    ``traffic`` picks what a rankmap trace contributes: ``p2p``
-    (point-to-point and one-sided), ``collective`` (as the recorded
-    collective model attributed it to pairs) or ``all``."""
+    ``traffic`` picks what a recorded run contributes: ``p2p``
+    (point-to-point and one-sided), ``collective`` (as the collective model
+    attributed it to pairs) or ``all``; ``collectives`` is that model for
+    OTF2, DUMPI and liballprof traces (see ``read_recorded``)."""
     path = os.fspath(path)
     if not os.path.exists(path) and fmt != "ompi":
         raise FileNotFoundError(f"{path}: no such file")
     if fmt == "auto":
         fmt = detect_format(path)
-    if fmt == "metis":
+    if fmt in RECORDED_FORMATS:
+        g = read_recorded(path, fmt, collectives).graph(kind=traffic)
+    elif fmt == "metis":
         g = read_metis(path)
     elif fmt == "mtx":
         g = read_matrix_market(path, weights)
@@ -108,10 +165,6 @@ def read_graph(path: str, fmt: str = "auto", weights: str = "values",
         g = read_ompi_monitoring(path, include_internal)
     elif fmt == "eztrace":
         g = read_eztrace(path)
-    elif fmt == "trace":
-        from ..trace import read_trace
-
-        g = read_trace(path).graph(kind=traffic)
     else:
         raise ValueError(f"unknown graph format {fmt!r}; choose from auto, {', '.join(GRAPH_FORMATS)}")
     g.name = g.name or os.path.basename(path.rstrip("/"))

@@ -1,0 +1,216 @@
+"""Score-P OTF2 traces (``traces.otf2`` + ``traces.def`` + ``traces/``),
+read with the ``otf2`` package (optional extra ``rankmap[otf2]``).
+
+Only the events that carry traffic reach Python (MPI send, isend,
+collective end, RMA put/get), so the many enter/leave events stay in the C
+library.  Point-to-point sends give exact bytes and message counts; the
+receiver is a rank of the event's communicator, resolved through that
+communicator's group to COMM_WORLD (the ``COMM_LOCATIONS`` group).  Every
+location (thread) of a process counts for that process's rank.
+Collectives carry only Score-P's bytes sent and received per rank, from
+which the unit the profiler's models need is recovered (see ``_unit``) and
+attributed to pairs with ``--collectives``.  The system tree's node names
+give each rank's host.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..trace import Trace
+from .common import FormatError
+from .traffic_table import PairTable, Progress, add_collective
+
+_BATCH = 100_000  # events per call into the C reader
+
+
+def _import():
+    try:
+        import _otf2
+        import otf2
+    except ImportError:
+        raise FormatError('reading OTF2 traces needs the otf2 package: pip install "rankmap[otf2]"') \
+            from None
+    return otf2, _otf2
+
+
+def anchor_file(path: str) -> str:
+    if os.path.isdir(path):
+        anchors = sorted(f for f in os.listdir(path) if f.endswith(".otf2"))
+        if not anchors:
+            raise FormatError(f"{path}: no OTF2 anchor file (*.otf2) in this directory")
+        return os.path.join(path, anchors[0])
+    return path
+
+
+def is_otf2(path: str) -> bool:
+    if os.path.isdir(path):
+        return any(f.endswith(".otf2") for f in os.listdir(path))
+    return path.lower().endswith(".otf2")
+
+
+def read_otf2(path: str, collectives: str = "tree") -> Trace:
+    otf2, _otf2 = _import()
+    anchor = anchor_file(path)
+    try:
+        reader = otf2.reader.Reader(anchor)
+    except Exception as exc:  # the C library's errors, missing definitions
+        raise FormatError(f"{anchor}: not a readable OTF2 trace ({_why(exc)})") from None
+    try:
+        return _read(reader, anchor, collectives, otf2, _otf2)
+    finally:
+        reader.close()
+
+
+def _why(exc) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+class _Run:
+    """COMM_WORLD as the trace defines it: rank and host of every location,
+    world ranks of every communicator and RMA window."""
+
+    def __init__(self, defs, anchor, otf2):
+        world = [g for g in defs.groups if g.group_type == otf2.GroupType.COMM_LOCATIONS
+                 and g.paradigm == otf2.Paradigm.MPI]
+        if not world:
+            raise FormatError(f"{anchor}: no MPI COMM_WORLD group (COMM_LOCATIONS) in the "
+                              "definitions: not an MPI trace")
+        members = world[0].members
+        self.n = len(members)
+        rank_of_group = {}
+        for r, loc in enumerate(members):
+            rank_of_group.setdefault(loc.group, r)
+        self.rank_of_location = {loc._ref: rank_of_group.get(loc.group, -1) for loc in defs.locations}
+        self.hosts = [_host(loc.group) for loc in members]
+        self.comms = {}
+        for c in defs.comms:
+            g = getattr(c, "group", None)
+            if g is None:  # an inter-communicator: two groups, no single rank space
+                continue
+            if g.group_type == otf2.GroupType.COMM_SELF:
+                self.comms[c._ref] = None  # the caller alone
+            else:
+                self.comms[c._ref] = tuple(rank_of_group.get(m.group, -1) for m in g.members)
+        self.windows = {w._ref: self.comms.get(w.comm._ref) for w in defs.rma_wins}
+        self.events = sum(loc.number_of_events for loc in defs.locations)
+
+
+def _host(location_group) -> str | None:
+    node = location_group.system_tree_parent
+    first = node
+    while node is not None and str(node.class_name).lower() != "node":
+        node = node.parent
+    node = node or first
+    return None if node is None else node.name
+
+
+# Score-P's bytes per collective -> the profiler's unit; p = comm size,
+# r = the caller's comm rank (see Score-P's scorep_mpi_coll byte counts:
+# every rank "sends" as if directly to all, itself included).
+def _unit(op: str, is_root: bool, sent: float, received: float, p: int, r: int):
+    if op in ("bcast", "scatter"):
+        return sent / p if is_root else received
+    if op in ("gather", "reduce"):
+        return received / p if is_root else sent
+    if op == "scan":
+        return sent / (p - r) if p > r else 0.0
+    if op == "exscan":
+        return sent / (p - r - 1) if p - r - 1 > 0 else 0.0
+    return sent / p  # allreduce, allgather(v), alltoall(v/w), reduce_scatter(_block)
+
+
+_OPS = {"BCAST": "bcast", "SCATTER": "scatter", "SCATTERV": "scatter", "GATHER": "gather",
+        "GATHERV": "gather", "REDUCE": "reduce", "ALLREDUCE": "allreduce",
+        "ALLGATHER": "allgather", "ALLGATHERV": "allgather", "ALLTOALL": "alltoall",
+        "ALLTOALLV": "alltoall", "ALLTOALLW": "alltoall", "REDUCE_SCATTER": "reduce_scatter",
+        "REDUCE_SCATTER_BLOCK": "reduce_scatter", "SCAN": "scan", "EXSCAN": "exscan"}
+
+
+def _read(reader, anchor, model, otf2, _otf2) -> Trace:
+    run = _Run(reader.definitions, anchor, otf2)
+    table = PairTable()
+    problems: list[str] = []  # an exception must not unwind through the C reader
+    seen = [0]
+    ops = {getattr(otf2.CollectiveOp, k).value: v for k, v in _OPS.items()}
+    undefined = _otf2.UNDEFINED_UINT32.value
+    rank_of, comms = run.rank_of_location, run.comms
+
+    def world_of(comm, me):
+        members = comms.get(comm, ())
+        return (me,) if members is None else members
+
+    def p2p(location, _time, _data, _attrs, receiver, comm, _tag, length, *_request):
+        me = rank_of[location]
+        members = world_of(comm, me)
+        if me < 0 or receiver >= len(members) or members[receiver] < 0:
+            problems.append(f"send from location {location} to rank {receiver} of communicator "
+                            f"{comm}, which the definitions do not resolve to COMM_WORLD")
+            return
+        table.add("p2p", me, members[receiver], float(length))
+
+    def coll_end(location, _time, _data, _attrs, op, comm, root, sent, received):
+        name = ops.get(getattr(op, "value", op))
+        if name is None or model == "none":
+            return  # barrier, handle creation: no data
+        me = rank_of[location]
+        members = world_of(comm, me)
+        if me not in members:
+            problems.append(f"collective on communicator {comm} by location {location}, which "
+                            "is not a member of it")
+            return
+        r = members.index(me)
+        p = len(members)
+        root_op = root != undefined
+        is_root = root_op and root == r
+        unit = _unit(name, is_root, float(sent), float(received), p, r)
+        if name == "alltoall":
+            add_collective(table, model, "alltoall", r, members, per_peer=[unit] * p)
+        else:
+            add_collective(table, model, "scan" if name == "exscan" else name, r, members,
+                           root if root_op else 0, unit=unit)
+
+    def rma(location, win, remote, nbytes, get):
+        me = rank_of[location]
+        members = run.windows.get(win)
+        members = (me,) if members is None else members
+        if remote >= len(members):
+            problems.append(f"RMA to rank {remote} of window {win}, outside its communicator")
+            return
+        src, dst = (members[remote], me) if get else (me, members[remote])
+        table.add("rma", src, dst, float(nbytes))
+
+    def put(location, _time, _data, _attrs, win, remote, nbytes, _matching):
+        rma(location, win, remote, nbytes, False)
+
+    def get(location, _time, _data, _attrs, win, remote, nbytes, _matching):
+        rma(location, win, remote, nbytes, True)
+
+    try:
+        handle = reader._get_global_evt_reader_handle(None)  # the otf2 package's own setup
+        cbs = _otf2.GlobalEvtReaderCallbacks_New()
+        _otf2.GlobalEvtReaderCallbacks_SetMpiSendCallback(cbs, p2p)
+        _otf2.GlobalEvtReaderCallbacks_SetMpiIsendCallback(cbs, p2p)
+        _otf2.GlobalEvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, coll_end)
+        _otf2.GlobalEvtReaderCallbacks_SetRmaPutCallback(cbs, put)
+        _otf2.GlobalEvtReaderCallbacks_SetRmaGetCallback(cbs, get)
+        _otf2.GlobalEvtReader_SetCallbacks(handle, cbs, None)
+        _otf2.GlobalEvtReaderCallbacks_Delete(cbs)
+        with Progress(run.events, "reading OTF2", unit="ev") as bar:
+            while True:
+                got = _otf2.GlobalEvtReader_ReadEvents(handle, _BATCH)
+                seen[0] += got
+                bar.update(got)
+                if problems:
+                    raise FormatError(f"{anchor}: near event {seen[0]}: {problems[0]}")
+                if got < _BATCH:
+                    break
+    except FormatError:
+        raise
+    except Exception as exc:
+        raise FormatError(f"{anchor}: unreadable after {seen[0]} events ({_why(exc)})") from None
+    if seen[0] != run.events:
+        raise FormatError(f"{anchor}: truncated: the definitions announce {run.events} events, "
+                          f"the event files hold {seen[0]}")
+    return table.to_trace(run.n, run.hosts, anchor, "Score-P OTF2", model)
+
