@@ -26,11 +26,11 @@ import heapq
 
 import numpy as np
 
-from ..cost import all_link_loads
-from ..topology import MeshTopology, Topology
-from . import METHODS, register
-from .mesh_heuristics import _candidate_slots
-from .slots import SlotTable
+from ...cost import all_link_loads
+from ...topology import MeshTopology, Topology
+from .. import METHODS, register
+from ..mesh.heuristics import _candidate_slots
+from ..construct.slots import SlotTable
 
 
 def link_routes(topology, src_pe, dst_pe) -> tuple[np.ndarray, np.ndarray]:

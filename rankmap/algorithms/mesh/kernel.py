@@ -32,9 +32,9 @@ import types
 import numpy as np
 from numba import njit
 
-from ..topology import Topology
-from ..topology.mesh import MeshTopology
-from . import refine_kernel
+from ...topology import Topology
+from ...topology.mesh import MeshTopology
+from ..refine import kernel as refine_kernel
 
 
 @njit(cache=True, nogil=True)
@@ -254,7 +254,7 @@ def exchange_rounds(indptr, indices, w, order, pe, slot, task_of_slot, slot_pe, 
 
 @functools.cache
 def _tree_exchange_rounds():
-    from .refine_kernel import _dist as tree_dist
+    from ..refine.kernel import _dist as tree_dist
 
     return _recompiled(exchange_rounds, _dist=tree_dist)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..mapping import DEFAULT_EPS
+from ...mapping import DEFAULT_EPS
 from .baselines import pe_capacity
 
 

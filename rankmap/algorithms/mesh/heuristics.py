@@ -31,8 +31,8 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
 - ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``),
   the paper's PAIRS.
 - ``mesh_auto``: identity, ``curve`` (the given order along a Z-order
-  curve, ``mesh_curve.py``), every heuristic above and ``mesh_bisect``
-  (recursive bisection, ``mesh_bisect.py``); the three of lowest J
+  curve, ``curve.py``), every heuristic above and ``mesh_bisect``
+  (recursive bisection, ``bisect.py``); the three of lowest J
   are each refined (two ways up to 256 tasks, see ``mesh_auto``) and the
   lowest J is kept: rankmap's own method on meshes.  The two refinements search different neighbourhoods:
   swap refinement (``refine.swap_refine``'s search, compiled for meshes in
@@ -56,15 +56,15 @@ from collections import deque
 
 import numpy as np
 
-from ..cost import mapping_cost
-from ..graph import CommGraph
-from ..layout import check_coordinates, infer_coordinates, load_coordinates
-from ..topology.mesh import MeshTopology
-from . import METHODS, register
-from .baselines import pe_capacity
-from .mesh_nearest import FreeNodeTree, SpiralSearch
-from .refine import swap_refine
-from .slots import SlotTable
+from ...cost import mapping_cost
+from ...graph import CommGraph
+from ...layout import check_coordinates, infer_coordinates, load_coordinates
+from ...topology.mesh import MeshTopology
+from .. import METHODS, register
+from ..construct.baselines import pe_capacity
+from .nearest import FreeNodeTree, SpiralSearch
+from ..refine.swaps import swap_refine
+from ..construct.slots import SlotTable
 
 SEARCHES = {"tree": FreeNodeTree, "spiral": SpiralSearch}
 
@@ -342,7 +342,7 @@ def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, round
     (``mesh_kernel.exchange_rounds``) on meshes and trees, the same search
     as the numpy one below (``_pairwise_exchange_numpy``), which serves the
     other machines."""
-    from .mesh_kernel import exchange_kernel  # numba: imported when used
+    from .kernel import exchange_kernel  # numba: imported when used
 
     kernel = exchange_kernel(topology)
     if graph.n < 2 or kernel is None:
