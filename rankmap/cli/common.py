@@ -56,9 +56,16 @@ def add_topology_arguments(parser) -> None:
 
 
 def load_graph(args) -> CommGraph:
+    """The input graph; a recorded run is kept on ``args`` for
+    ``load_machine`` (its hosts are the "before"), so it is read once."""
+    args.recorded_run = read_recorded(args.input, args.format, args.collectives) \
+        if os.path.exists(args.input) else None
+    if args.recorded_run is not None:
+        g = args.recorded_run.graph(kind=args.traffic)
+        g.name = g.name or os.path.basename(args.input.rstrip("/"))
+        return g
     return read_graph(args.input, args.format, weights=args.weights,
-                      include_internal=args.ompi_internal, traffic=args.traffic,
-                      collectives=args.collectives)
+                      include_internal=args.ompi_internal, traffic=args.traffic)
 
 
 def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.ndarray | None]:
@@ -97,6 +104,8 @@ def _trace(path: str | None, args=None):
     liballprof trace), or None for other inputs."""
     if path is None or not os.path.exists(path):
         return None
+    if getattr(args, "recorded_run", None) is not None:
+        return args.recorded_run
     return read_recorded(path, getattr(args, "format", "auto"),
                          getattr(args, "collectives", "tree"))
 

@@ -599,6 +599,7 @@ class _Rank:
 
 
 def _read_rank(st: _Rank, rf: _RankFile, bar) -> _Rank:
+    st.path = rf.path
     sizes = rf.type_sizes or ()
     counts = [0] * (_ALL + 1)
     status_width = 14 if rf.version >= (0, 6, 3) else 10
@@ -627,9 +628,9 @@ def _read_rank(st: _Rank, rf: _RankFile, bar) -> _Rank:
                 _count(st, name, values, sizes, s)
             bar.update(s.offset - last)
             last = s.offset
+    counts[_ALL] = sum(counts[:_ALL])  # the footer's total of all calls
     for label, n in enumerate(counts):
-        if label < len(rf.call_count) and FUNCTIONS[label] not in ("ALL_FUNCTIONS",) \
-                and n != rf.call_count[label]:
+        if n != rf.call_count[label] and not (label == _ALL and rf.call_count[_ALL] == 0):
             raise FormatError(f"{rf.path}: the footer counts {rf.call_count[label]} "
                               f"{FUNCTIONS[label]} calls but the event stream holds {n} "
                               "(truncated or corrupt file)")
@@ -865,8 +866,8 @@ class _Resolver:
             for (i, peer, kind), (b, m) in st.p2p.items():
                 world = self._world(r, i)
                 if peer >= len(world):
-                    raise FormatError(f"rank {r} sends to rank {peer} of a communicator of "
-                                      f"{len(world)} ranks")
+                    raise FormatError(f"{st.path}: sends to rank {peer} of a communicator of "
+                                      f"{len(world)} ranks (corrupt file?)")
                 src, dst = (world[peer], r) if kind == "rma_get" else (r, world[peer])
                 table.add("p2p" if kind == "p2p" else "rma", src, dst, b, m)
             if model == "none":

@@ -186,14 +186,25 @@ def _read(reader, anchor, model, otf2, _otf2) -> Trace:
     def get(location, _time, _data, _attrs, win, remote, nbytes, _matching):
         rma(location, win, remote, nbytes, True)
 
+    def guarded(callback):
+        """The C reader ignores a callback's exception: keep it for later."""
+        def call(*args):
+            try:
+                callback(*args)
+            except Exception as exc:  # noqa: BLE001 - reported after the batch
+                problems.append(f"{type(exc).__name__}: {exc}")
+        return call
+
     try:
         handle = reader._get_global_evt_reader_handle(None)  # the otf2 package's own setup
         cbs = _otf2.GlobalEvtReaderCallbacks_New()
-        _otf2.GlobalEvtReaderCallbacks_SetMpiSendCallback(cbs, p2p)
-        _otf2.GlobalEvtReaderCallbacks_SetMpiIsendCallback(cbs, p2p)
-        _otf2.GlobalEvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, coll_end)
-        _otf2.GlobalEvtReaderCallbacks_SetRmaPutCallback(cbs, put)
-        _otf2.GlobalEvtReaderCallbacks_SetRmaGetCallback(cbs, get)
+        # one distinct callable per event type: the binding keeps one per object
+        keep = [guarded(f) for f in (p2p, p2p, coll_end, put, get)]
+        _otf2.GlobalEvtReaderCallbacks_SetMpiSendCallback(cbs, keep[0])
+        _otf2.GlobalEvtReaderCallbacks_SetMpiIsendCallback(cbs, keep[1])
+        _otf2.GlobalEvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, keep[2])
+        _otf2.GlobalEvtReaderCallbacks_SetRmaPutCallback(cbs, keep[3])
+        _otf2.GlobalEvtReaderCallbacks_SetRmaGetCallback(cbs, keep[4])
         _otf2.GlobalEvtReader_SetCallbacks(handle, cbs, None)
         _otf2.GlobalEvtReaderCallbacks_Delete(cbs)
         with Progress(run.events, "reading OTF2", unit="ev") as bar:

@@ -101,9 +101,6 @@ def _is_trace(path: str) -> bool:
     return trace.is_trace(path)
 
 
-_last_recorded: list = []  # [(key, Trace)]: map reads the graph, then the placement
-
-
 def read_recorded(path: str, fmt: str = "auto", collectives: str = "tree"):
     """The recorded run in ``path`` as a ``rankmap.trace.Trace``, or None
     when ``path`` is a plain graph.  ``collectives`` is the model that turns
@@ -117,10 +114,6 @@ def read_recorded(path: str, fmt: str = "auto", collectives: str = "tree"):
         fmt = detect_format(path)
     if fmt not in RECORDED_FORMATS:
         return None
-    st = os.stat(path)
-    key = (os.path.abspath(path), fmt, collectives, st.st_mtime_ns, st.st_size)
-    if _last_recorded and _last_recorded[0][0] == key:
-        return _last_recorded[0][1]
     if fmt == "trace":
         from ..trace import read_trace
 
@@ -133,7 +126,6 @@ def read_recorded(path: str, fmt: str = "auto", collectives: str = "tree"):
         trace = dumpi.read_dumpi(path, collectives)
     else:
         trace = liballprof.read_liballprof(path, collectives)
-    _last_recorded[:] = [(key, trace)]
     return trace
 
 
