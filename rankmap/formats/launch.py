@@ -16,11 +16,16 @@ Host names come from the topology (generated ``node0``... for a hierarchy).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..topology import Topology
 
 LAUNCH_FORMATS = ["perm", "mpich", "hydra", "openmpi", "slurm"]
+# the file names ``--as all -o DIR`` (and the demo) write, one per format
+LAUNCH_FILE_NAMES = {"perm": "mapping.txt", "mpich": "MPICH_RANK_ORDER", "hydra": "machinefile",
+                     "openmpi": "rankfile", "slurm": "slurm.hostfile"}
 
 
 def _ranks_in_slot_order(pe_of_task: np.ndarray) -> np.ndarray:
@@ -73,6 +78,17 @@ def write_launch_file(pe_of_task, topology: Topology, path: str, kind: str = "pe
     text = FORMATTERS[kind](np.asarray(pe_of_task, dtype=np.int64), topology)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
+
+
+def write_all_launch_files(pe_of_task, topology: Topology, directory) -> dict[str, str]:
+    """Every launch format into ``directory`` (created), named as
+    ``LAUNCH_FILE_NAMES``; returns format -> path."""
+    os.makedirs(directory, exist_ok=True)
+    paths = {}
+    for kind in LAUNCH_FORMATS:
+        paths[kind] = os.path.join(str(directory), LAUNCH_FILE_NAMES[kind])
+        write_launch_file(pe_of_task, topology, paths[kind], kind)
+    return paths
 
 
 def read_perm(path: str) -> np.ndarray:
