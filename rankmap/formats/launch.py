@@ -34,16 +34,19 @@ def _ranks_in_slot_order(pe_of_task: np.ndarray) -> np.ndarray:
 
 
 def format_perm(pe_of_task, topology: Topology) -> str:
+    """Line t = PE of task t (KaHIP/VieM mapping file)."""
     return "".join(f"{int(p)}\n" for p in pe_of_task)
 
 
 def format_mpich_rank_order(pe_of_task, topology: Topology, per_line: int = 16) -> str:
+    """Cray ``MPICH_RANK_ORDER``: ranks in the order the launcher fills slots."""
     order = _ranks_in_slot_order(np.asarray(pe_of_task)).tolist()
     lines = [",".join(str(r) for r in order[i:i + per_line]) for i in range(0, len(order), per_line)]
     return "# MPICH_RANK_ORDER written by rankmap: ranks in slot order\n" + ",\n".join(lines) + "\n"
 
 
 def format_hydra_machinefile(pe_of_task, topology: Topology) -> str:
+    """MPICH hydra machinefile: ``host:count`` runs of consecutive ranks."""
     hosts = topology.pe_host[np.asarray(pe_of_task)]
     out, run_host, run = [], None, 0
     for h in hosts.tolist():
@@ -58,12 +61,14 @@ def format_hydra_machinefile(pe_of_task, topology: Topology) -> str:
 
 
 def format_openmpi_rankfile(pe_of_task, topology: Topology) -> str:
+    """Open MPI rankfile: ``rank r=HOST slot=S``, S the PE's index on its host."""
     pe = np.asarray(pe_of_task)
     slot = topology.slot_in_host()
     return "".join(f"rank {r}={topology.pe_host[p]} slot={slot[p]}\n" for r, p in enumerate(pe.tolist()))
 
 
 def format_slurm_hostfile(pe_of_task, topology: Topology) -> str:
+    """``SLURM_HOSTFILE``: line r = host of rank r."""
     return "".join(f"{topology.pe_host[p]}\n" for p in np.asarray(pe_of_task).tolist())
 
 
@@ -73,6 +78,7 @@ FORMATTERS = {"perm": format_perm, "mpich": format_mpich_rank_order,
 
 
 def write_launch_file(pe_of_task, topology: Topology, path: str, kind: str = "perm") -> None:
+    """Write the mapping as launch format ``kind`` (``LAUNCH_FORMATS``) to ``path``."""
     if kind not in FORMATTERS:
         raise ValueError(f"unknown launch format {kind!r}; choose from {', '.join(LAUNCH_FORMATS)}")
     text = FORMATTERS[kind](np.asarray(pe_of_task, dtype=np.int64), topology)

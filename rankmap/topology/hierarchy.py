@@ -53,6 +53,7 @@ def _fmt(x: float) -> str:
 
 
 def format_hierarchy(arities, distances) -> tuple[str, str]:
+    """``([4, 16], [1, 10])`` -> ``("4:16", "1:10")``, the inverse of ``parse_hierarchy``."""
     return ":".join(str(int(a)) for a in arities), ":".join(_fmt(d) for d in distances)
 
 

@@ -41,6 +41,7 @@ def parse_topology_conf(path) -> dict[str, Switch]:
 
 
 def parse_topology_conf_text(text: str, label: str = "<topology.conf>") -> dict[str, Switch]:
+    """``parse_topology_conf`` of text; ``label`` names it in errors."""
     switches: dict[str, Switch] = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
