@@ -138,7 +138,7 @@ def plot(trace, path, kind="all", phase=None, mapping: str | None = None) -> lis
     values = g.coo()[2]
     vmin, vmax = (float(values.min()), float(values.max())) if g.n_edges else (1.0, 1.0)
     for ax, (order, at, title) in zip(axes[0], panels):
-        shown, inside = _draw(ax, g, order, at, (vmin, max(vmax, vmin * 1.0001)))
+        shown, inside = _draw(ax, g, order, at, (min(vmin, vmax / 10), vmax))
         shares.append(inside)
         ax.set_title(title + ("" if inside is None else f": {inside:.0%} of bytes within a node"),
                      pad=28 if at is not None else 6, fontsize=10)
