@@ -33,7 +33,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [*_LAZY, "__version__"]

@@ -46,6 +46,8 @@ class Mapping:
 
 
 def balance_report(pe_of_task, weights, n_pes: int, eps: float = DEFAULT_EPS) -> dict:
+    """Loads per PE against both balance rules (KaHIP's strict L_max and
+    SharedMap's), so a report says which rule a mapping meets."""
     loads = np.bincount(pe_of_task, weights=weights, minlength=n_pes)
     total = float(np.sum(weights))
     strict = math.floor((1 + eps) * math.ceil(total / n_pes))

@@ -252,6 +252,7 @@ def read_trace(path, *, warn_missing: bool = True) -> Trace:
 
 
 def missing_report(trace: Trace) -> str:
+    """One line naming the ranks a trace has no record from (a crashed job)."""
     miss = trace.missing_ranks
     shown = ", ".join(map(str, miss[:20])) + (" ..." if len(miss) > 20 else "")
     return (f"{trace.source}: no record from {len(miss)} of {trace.nranks} ranks ({shown}); "

@@ -1,13 +1,18 @@
 """Run real MPI ranks from pytest: ``run_mpi(4, script)``.
 
-Uses the ``mpiexec`` next to the running Python (the ``mpich`` wheel puts it
-there) or the one on PATH; oversubscription is fine on a 2-core machine.
+The MPI is the one the environment gives: the ``mpiexec`` next to the running
+Python (the ``mpich`` wheel puts hydra there), else the one on PATH (a site
+MPI, e.g. Open MPI from Debian in CI's Open MPI lane, with mpi4py built
+against it).  ``mpi_kind()`` says which; ``run_mpi`` adds what each needs to
+run oversubscribed on a small machine (Open MPI: ``--oversubscribe``, core
+binding with ``overload-allowed``, running as root when CI is root).
 Every test that calls this must pass a ``timeout`` small enough that a hang
 fails the test instead of the CI run.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -24,21 +29,65 @@ def mpiexec_path() -> str | None:
     return str(local) if local.exists() else shutil.which("mpiexec")
 
 
+@functools.lru_cache(maxsize=None)
+def mpi_kind(exe: str | None = None) -> str | None:
+    """``"mpich"`` (hydra), ``"openmpi"`` or ``"other"`` for the mpiexec
+    tests use; None when there is none."""
+    exe = exe or mpiexec_path()
+    if exe is None:
+        return None
+    try:
+        text = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "other"
+    if "HYDRA" in text:
+        return "mpich"
+    if "Open MPI" in text or "OpenRTE" in text:
+        return "openmpi"
+    return "other"
+
+
+def launch_options(n: int, binding: str | None = None,
+                   kind: str | None = None) -> tuple[list[str], dict]:
+    """Launcher options and environment for ``n`` ranks on this machine
+    (``kind`` of MPI: default ``mpi_kind()``); ``binding`` ``"core"`` or
+    ``"none"`` (None: Open MPI by core, MPICH its default)."""
+    env: dict[str, str] = {}
+    if (kind or mpi_kind()) == "openmpi":
+        opts = ["--oversubscribe"]
+        if os.geteuid() == 0:  # CI runs as root; Open MPI refuses that unless told
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        if binding == "none":
+            opts += ["--bind-to", "none"]
+        else:  # by core, several ranks per core once there are more ranks than cores
+            cores = len(os.sched_getaffinity(0))
+            opts += ["--bind-to", "core" if n <= cores else "core:overload-allowed"]
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"  # oversubscribed ranks yield the core
+        return opts, env
+    # MPICH: more ranks than cores, waiting ranks sleep instead of spinning, so
+    # the rank doing the work (rank 0 mapping for all) gets a core (README)
+    env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
+    if binding is not None:
+        env["HYDRA_BINDING"] = binding
+    return [], env
+
+
 def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict | None = None,
-            cwd: str | Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+            cwd: str | Path | None = None, check: bool = True,
+            binding: str | None = None) -> subprocess.CompletedProcess:
     """Run ``mpiexec -n n python ARGS...``; ``args`` start with a script path
     or ``-m``/``-c``.  Fails the test (not the run) on a timeout."""
     exe = mpiexec_path()
     if exe is None:
-        pytest.skip("no mpiexec: install the 'mpich' extra (pip install .[mpich])")
+        pytest.skip("no mpiexec: install the 'mpich' extra (pip install .[mpich]) or a site MPI")
+    opts, launch_env = launch_options(n, binding)
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), full_env.get("PYTHONPATH", "")])
-    # more ranks than cores: waiting ranks sleep instead of spinning, so the
-    # rank doing the work (rank 0 mapping for all) gets a core (README)
-    full_env.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+    for key, value in launch_env.items():
+        full_env.setdefault(key, value)
     if env:
         full_env.update(env)
-    cmd = [exe, "-n", str(n), sys.executable, *args]
+    cmd = [exe, *opts, "-n", str(n), sys.executable, *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env=full_env, cwd=cwd)

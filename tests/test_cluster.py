@@ -10,8 +10,8 @@ import pytest
 
 from rankmap.cli import main
 from rankmap.topology import load_topology
-from rankmap.topology.cluster import (compose_cluster, expand_nodelist, host_slot_pes,
-                                      parse_hostfile_text, restrict_to_slots, slot_of_process)
+from rankmap.topology.cluster import compose_cluster, host_slot_pes, restrict_to_slots, slot_of_process
+from rankmap.topology.hosts import expand_nodelist, parse_hostfile_text
 from rankmap.topology.hwloc import read_hwloc_xml
 
 TOPO = Path(__file__).parent / "data" / "topologies"
@@ -109,7 +109,7 @@ def test_cluster_file(tmp_path, node):
     t = load_topology(str(f))
     assert t.n_pes == 4 and t.hosts() == ["n01", "n02"]
     f.write_text("cluster\nnodes a[1-2]\n")
-    with pytest.raises(ValueError, match=r"machine\.cluster:2: no XML for host 'a1'"):
+    with pytest.raises(ValueError, match=r"machine\.cluster:2: no node description for host 'a1'"):
         load_topology(str(f))
     f.write_text("cluster\nfrobnicate\n")
     with pytest.raises(ValueError, match=r"machine\.cluster:2: cannot read"):

@@ -32,8 +32,8 @@ def test_reorder_comm_under_mpiexec(n):
 def test_discovery_follows_the_binding(binding):
     """Automatic discovery on this host: ranks bound to distinct cores are
     placed by core, without a warning; unbound ranks at node granularity,
-    with one.  HYDRA_BINDING is MPICH's ``mpiexec -bind-to``."""
-    proc = run_mpi(2, [SCRIPT, "binding"], timeout=60, env={"HYDRA_BINDING": binding})
+    with one (``--bind-to`` of Open MPI, ``HYDRA_BINDING`` of MPICH)."""
+    proc = run_mpi(2, [SCRIPT, "binding"], timeout=60, binding=binding)
     found = re.search(r"CHECK binding warned=(\w+) slots=(\[.*?\]) distance01=(\S+)", proc.stdout)
     assert found, proc.stdout + proc.stderr
     warned, slots = found.group(1) == "True", json.loads(found.group(2))

@@ -102,3 +102,27 @@ def test_topology_is_none_without_host_xml():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _part(0, 1, []).topology() is None
+
+
+def test_show_plot_before_and_after_a_mapping(tmp_path, capsys):
+    # pairs (0,1) and (2,3) talk, launched round-robin on hosts a, b
+    t = merge_traces([_part(0, 4, [(1, 4096, 1, 0)], host="a"), _part(1, 4, [(0, 4096, 1, 0)], host="b"),
+                      _part(2, 4, [(3, 4096, 1, 0), (0, 64, 1, 0)], host="a"),
+                      _part(3, 4, [(2, 4096, 1, 0)], host="b")])
+    path = t.write(tmp_path / "rr.rmtrace.npz")
+    png = tmp_path / "m.png"
+    assert cli(["show", str(path), "--plot", str(png)]) == 0
+    assert "bytes within a node: 0.4%" in capsys.readouterr().out   # only 2 -> 0 stays on a
+    for name, text in [("slurm.hostfile", "a\na\nb\nb\n"),
+                       ("rankfile", "rank 0=a slot=0\nrank 1=a slot=1\nrank 2=b slot=0\nrank 3=b slot=1\n")]:
+        (tmp_path / name).write_text(text)
+        assert cli(["show", str(path), "--plot", str(png), "--mapping", str(tmp_path / name)]) == 0
+        assert "bytes within a node: 0.4% -> 99.6%" in capsys.readouterr().out, name  # 2 -> 0 now crosses
+    (tmp_path / "perm").write_text("3\n2\n1\n0\n")
+    assert cli(["show", str(path), "--plot", str(png), "--mapping", str(tmp_path / "perm")]) == 0
+    assert png.stat().st_size > 1000
+    (tmp_path / "short").write_text("a\nb\n")
+    assert cli(["show", str(path), "--plot", str(png), "--mapping", str(tmp_path / "short")]) == 2
+    assert "short: 2 lines for a trace of 4 ranks" in capsys.readouterr().err
+    assert cli(["show", str(path), "--mapping", str(tmp_path / "perm")]) == 2
+    assert "--mapping goes with --plot" in capsys.readouterr().err

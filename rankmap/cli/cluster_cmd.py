@@ -1,10 +1,12 @@
 """Turn this machine into a small emulated cluster and run MPI jobs on it.
 
-Each node is a network namespace with its own host name (node0, node1, ...);
+Each node is a network namespace with its own host name (node0, node1, ...,
+or the names --hosts gives, e.g. cn[01-04]);
 links between nodes are rate limited with tc tbf, so bytes between nodes cost
 real time.  Needs root and the ip, tc, unshare, hostname tools.
 
   rankmap cluster up --nodes 4 --slots 2 --bandwidth 200mbit    prints NAME
+  rankmap cluster up --nodes 4 --hosts cn[01-04]                 real-looking host names
   rankmap cluster run NAME --order round-robin -- python app.py
   rankmap cluster run NAME --machinefile order.hydra -- python app.py
   rankmap cluster topology NAME > cluster.topo    for rankmap map --topology
@@ -18,7 +20,8 @@ import subprocess
 import sys
 
 from . import UserError
-from ..emulate import ClusterSpec, EmulatedCluster, list_clusters, load_cluster, teardown
+from ..emulate import (ClusterError, ClusterSpec, EmulatedCluster, check_hydra, list_clusters,
+                       load_cluster, teardown)
 
 NAME = "cluster"
 HELP = "emulated multi-node cluster on this machine (up, run, list, down)"
@@ -36,6 +39,9 @@ def add_arguments(parser) -> None:
                     help="split the nodes into this many racks under a top switch (default 1)")
     up.add_argument("--rack-bandwidth", default=None,
                     help="rate of each rack uplink (default: --bandwidth)")
+    up.add_argument("--hosts", default="", metavar="NODELIST",
+                    help="the nodes' host names, Slurm hostlist syntax (e.g. cn[01-04]; "
+                         "default node0, node1, ...)")
 
     run = sub.add_parser("run", help="run an MPI program on a cluster (mpiexec across its nodes)")
     run.add_argument("name", help="cluster name printed by 'up'")
@@ -58,9 +64,16 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    try:
+        return _run(args)
+    except ClusterError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _run(args) -> int:
     if args.action == "up":
         spec = ClusterSpec(nodes=args.nodes, slots=args.slots, bandwidth=args.bandwidth,
-                           racks=args.racks, rack_bandwidth=args.rack_bandwidth)
+                           racks=args.racks, rack_bandwidth=args.rack_bandwidth, names=args.hosts)
         cluster = EmulatedCluster(spec).up(persist=True)
         print(cluster.name)
         print(f"# {spec.nodes} nodes ({', '.join(spec.hosts)}) on {cluster.subnet}, "
@@ -86,6 +99,7 @@ def run(args) -> int:
         return 0
     cmd = cluster.mpiexec(args.n, order=args.order, ppn=args.ppn,
                           machinefile=args.machinefile) + list(args.program)
+    check_hydra(cmd[0])
     if args.show:
         print(subprocess.list2cmdline(cmd))
         return 0

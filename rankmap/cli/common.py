@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -12,7 +13,9 @@ from ..cost import evaluate
 from ..formats import GRAPH_FORMATS, read_graph
 from ..formats.registry import read_recorded
 from ..graph import CommGraph
-from ..topology import Topology, load_topology, mesh_topology_from_spec, topology_from_strings
+from ..topology import (Topology, hierarchy_topology, load_topology, mesh_topology_from_spec,
+                        parse_hierarchy, topology_from_strings)
+from ..topology.hosts import expand_nodelist, parse_hostfile, slurm_job_slots
 from . import UserError
 
 
@@ -53,6 +56,17 @@ def add_topology_arguments(parser) -> None:
     g.add_argument("--torus", metavar="DIMS", help="torus of nodes, e.g. 16x32x32 (hops with wrap-around)")
     g.add_argument("--cores", type=int, default=None, metavar="N",
                    help="PEs per node of --mesh/--torus (default 1)")
+    h = parser.add_argument_group(
+        "hosts (with these, --hierarchy or --topology describe ONE node; default node: the "
+        "trace's recorded one, else this machine; inside a Slurm allocation its nodes are used "
+        "when nothing else names the machine)")
+    h.add_argument("--hosts", metavar="NODELIST",
+                   help="the job's hosts in Slurm hostlist syntax, e.g. cn[01-16] or a[1-3,7],b[01-02]")
+    h.add_argument("--hostfile", metavar="FILE",
+                   help="the job's hosts and slots: MPICH 'host:n', Open MPI 'host slots=n', or "
+                        "one host per line (Slurm)")
+    h.add_argument("--switches", metavar="TOPOLOGY.CONF",
+                   help="Slurm topology.conf (tree plugin): its switches become the network levels")
 
 
 def load_graph(args) -> CommGraph:
@@ -69,7 +83,8 @@ def load_graph(args) -> CommGraph:
 
 
 def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.ndarray | None]:
-    """The machine from the options, else from the trace being mapped.
+    """The machine from the options, else from the trace being mapped,
+    else from the Slurm allocation this runs in.
 
     Returns ``(topology, recorded)``: ``recorded`` is the PE each task ran on
     when a trace says so (the real "before"), else None (identity is then
@@ -81,22 +96,92 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
         raise UserError("--cores needs --mesh or --torus")
     if args.distances and not args.hierarchy:
         raise UserError("--distances needs --hierarchy")
-    topo = None
-    if mesh or torus:
-        topo = mesh_topology_from_spec(mesh or torus, torus=bool(torus), cores=args.cores or 1)
-    elif args.hierarchy:
-        topo = topology_from_strings(args.hierarchy, args.distances)
-    elif args.topology:
-        topo = load_topology(args.topology)
+    if args.hosts and args.hostfile:
+        raise UserError("give --hosts or --hostfile, not both")
     trace = _trace(graph_source, args)
+    if args.hosts or args.hostfile or args.switches:
+        if mesh or torus:
+            raise UserError("--hosts/--hostfile/--switches describe a tree machine, not --mesh/--torus")
+        topo = _cluster_of_hosts(args, trace)
+    else:
+        topo = None
+        if mesh or torus:
+            topo = mesh_topology_from_spec(mesh or torus, torus=bool(torus), cores=args.cores or 1)
+        elif args.hierarchy:
+            topo = topology_from_strings(args.hierarchy, args.distances)
+        elif args.topology:
+            topo = load_topology(args.topology)
     if topo is not None:
         return topo, None if trace is None else _hosts_placement(trace.hosts, topo)
     if trace is not None:
         topo, recorded = trace.topology_and_placement()
         if topo is not None:
             return topo, recorded
-    raise UserError("no machine given: use --hierarchy S [--distances D] or --topology FILE "
-                    "(a trace gives its own machine only when it recorded each host's topology)")
+    slurm = slurm_job_slots()
+    if slurm is not None:
+        print(f"note: machine from the Slurm allocation: {len(slurm)} hosts of this node's kind",
+              file=sys.stderr)
+        from ..topology.cluster import cluster_of_hosts
+        from ..topology.live import discover_local
+
+        topo = cluster_of_hosts(discover_local(), slurm)
+        return topo, None if trace is None else _hosts_placement(trace.hosts, topo)
+    raise UserError("no machine given: use --hierarchy S [--distances D], --topology FILE or "
+                    "--hosts NODELIST (a trace gives its own machine only when it recorded each "
+                    "host's topology)")
+
+
+def _cluster_of_hosts(args, trace) -> Topology:
+    """The machine of --hosts/--hostfile/--switches: hosts (from the option,
+    else the Slurm allocation, else the trace) each a copy of one node tree,
+    under the switches of a topology.conf when given."""
+    from ..topology.cluster import cluster_of_hosts
+    from ..topology.switches import parse_topology_conf
+
+    if args.hosts:
+        slots = [(h, None) for h in expand_nodelist(args.hosts)]
+    elif args.hostfile:
+        slots = parse_hostfile(args.hostfile)
+    else:
+        slots = slurm_job_slots()
+        if slots is None and trace is not None:
+            slots = [(h, None) for h in dict.fromkeys(trace.hosts) if h is not None]
+        if not slots:
+            raise UserError("--switches needs the hosts: --hosts, --hostfile, a Slurm allocation "
+                            "or a trace that recorded them")
+    if trace is not None and all(c is None for _, c in slots):
+        ran = {}
+        for h in trace.hosts:
+            ran[h] = ran.get(h, 0) + 1
+        if all(h in ran for h, _ in slots):  # relaunch on the same hosts: as many ranks per host
+            slots = [(h, ran[h]) for h, _ in slots]
+    node = _one_node(args, trace)
+    switches = parse_topology_conf(args.switches) if args.switches else None
+    return cluster_of_hosts(node, slots, switches=switches)
+
+
+def _one_node(args, trace) -> Topology:
+    """The tree of one node when the hosts are given: --hierarchy, an
+    --topology file of one host, the trace's first recorded host, or this
+    machine."""
+    if args.hierarchy:
+        return hierarchy_topology(*parse_hierarchy(args.hierarchy, args.distances), host_prefix=None)
+    if args.topology:
+        topo = load_topology(args.topology)
+        if not isinstance(topo, Topology) or len(topo.hosts()) > 1:
+            raise UserError(f"{args.topology}: with --hosts/--hostfile, --topology describes one "
+                            "node (an hwloc XML, a one-node hierarchy)")
+        return topo
+    if trace is not None:
+        from ..topology.hwloc import read_hwloc_xml
+
+        xml = next((trace.host_topology_xml.get(h) for h in trace.hosts
+                    if trace.host_topology_xml.get(h)), None)
+        if xml is not None:
+            return read_hwloc_xml(xml)
+    from ..topology.live import discover_local
+
+    return discover_local()
 
 
 def _trace(path: str | None, args=None):
@@ -136,6 +221,27 @@ def _hosts_placement(rank_hosts, topology) -> np.ndarray | None:
         out[r] = pes_of_host[host][i]
         used[host] = i + 1
     return out
+
+
+def recorded_program(path: str | None) -> str:
+    """The program a trace recorded, as a relaunch command's tail."""
+    from ..formats.relaunch import program_of
+
+    trace = _trace(path)
+    return program_of(trace.meta.get("argv") if trace is not None else None)
+
+
+def print_relaunch(written: dict, n_ranks: int, program: str) -> None:
+    """Name each launch file written and the commands that relaunch with it."""
+    from ..formats.relaunch import relaunch_commands
+
+    for kind, path in written.items():
+        print(f"wrote {kind:8s} {path}")
+    lines = [c for kind, path in written.items() for c in relaunch_commands(kind, path, n_ranks, program)]
+    if lines:
+        print("relaunch with:")
+        for line in lines:
+            print(f"  {line}")
 
 
 def human_bytes(x: float) -> str:

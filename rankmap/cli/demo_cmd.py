@@ -9,22 +9,17 @@ the output directory.
 
 from __future__ import annotations
 
-import os
 from importlib import resources
 
 from ..algorithms import map_tasks
 from ..cost import evaluate
-from ..formats import LAUNCH_FORMATS, read_graph, write_launch_file
+from ..formats import read_graph, write_all_launch_files
 from ..topology import load_topology
-from .common import print_comparison
+from .common import print_comparison, print_relaunch
 
 NAME = "demo"
 HELP = "run the whole pipeline on a bundled trace and machine"
 ORDER = 10
-
-LAUNCH_FILE_NAMES = {"perm": "mapping.txt", "mpich": "MPICH_RANK_ORDER", "hydra": "machinefile",
-                     "openmpi": "rankfile", "slurm": "slurm.hostfile"}
-
 
 def add_arguments(p) -> None:
     p.add_argument("-d", "--output-dir", default="rankmap-demo",
@@ -52,10 +47,7 @@ def run(args) -> int:
     print()
     print_comparison("launch order", args.method, before, after)
     print(f"mapping time: {mapping.time_s:.3f} s")
-    os.makedirs(args.output_dir, exist_ok=True)
     print()
-    for kind in LAUNCH_FORMATS:
-        path = os.path.join(args.output_dir, LAUNCH_FILE_NAMES[kind])
-        write_launch_file(mapping.pe_of_task, topology, path, kind)
-        print(f"wrote {kind:8s} {path}")
+    print_relaunch(write_all_launch_files(mapping.pe_of_task, topology, args.output_dir),
+                   graph.n, "./bt-mz.x")
     return 0

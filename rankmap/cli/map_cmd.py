@@ -23,10 +23,10 @@ import numpy as np
 
 from ..algorithms import METHODS, map_tasks
 from ..cost import evaluate
-from ..formats import LAUNCH_FORMATS, write_launch_file
+from ..formats import LAUNCH_FORMATS, write_all_launch_files, write_launch_file
 from . import UserError
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
-                     load_machine, print_comparison)
+                     load_machine, print_comparison, print_relaunch, recorded_program)
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -53,11 +53,14 @@ def add_arguments(p) -> None:
                    help="time budget for methods that search (auto, refinement)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="method-specific option, repeatable (e.g. --option backend=kahip)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the mapping to FILE")
-    p.add_argument("--as", dest="as_format", default="perm", choices=LAUNCH_FORMATS,
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the mapping to FILE (with --as all: a directory) and print the "
+                        "command that relaunches the program with it")
+    p.add_argument("--as", dest="as_format", default="perm", choices=[*LAUNCH_FORMATS, "all"],
                    help="launch file format: perm (line t = PE of task t), mpich (Cray "
                         "MPICH_RANK_ORDER), hydra (mpiexec -f machinefile), openmpi (rankfile), "
-                        "slurm (SLURM_HOSTFILE for --distribution=arbitrary)")
+                        "slurm (SLURM_HOSTFILE for --distribution=arbitrary), all (every one "
+                        "into the directory -o names)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--distributed", action="store_true",
                    help="run under mpiexec -n P: --method on rank 0 is the start, then swap "
@@ -196,8 +199,12 @@ def _report(args, graph, topology, recorded, mapping) -> int:
         before_pe, before_name = recorded, "recorded"
     before = evaluate(graph, topology, before_pe, check=False, comm_factor=args.comm_factor)
     after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
-    if args.output:
+    written = {}
+    if args.output and args.as_format == "all":
+        written = write_all_launch_files(mapping.pe_of_task, topology, args.output)
+    elif args.output:
         write_launch_file(mapping.pe_of_task, topology, args.output, args.as_format)
+        written = {args.as_format: args.output}
     if args.json:
         dump_json({"method": args.method, "seed": args.seed, "n_tasks": graph.n,
                    "n_pes": topology.n_pes, "J": after.J,
@@ -222,8 +229,8 @@ def _report(args, graph, topology, recorded, mapping) -> int:
         i = mapping.info
         print(f"distributed swap rounds on {i['ranks']} ranks: {i['rounds']} rounds, {i['swaps']} "
               f"swaps (replicas={i['replicas']}, kicks={i['kicks']})")
-    if args.output:
-        print(f"wrote {args.as_format} mapping to {args.output}")
+    if written:
+        print_relaunch(written, graph.n, recorded_program(args.input))
     else:
         moved = int(np.count_nonzero(mapping.pe_of_task != before_pe))
         print(f"{moved} of {graph.n} tasks move (use -o FILE --as FORMAT to write a launch file)")

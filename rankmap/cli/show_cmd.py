@@ -1,7 +1,8 @@
 """Summarise a recorded run (a rankmap trace, Score-P OTF2, mpiP report,
 SST DUMPI or liballprof trace): ranks, hosts, bytes per kind and phase, the
 heaviest pairs, missing ranks; ``--plot FILE`` draws the byte matrix as a
-heat map (needs the ``plot`` extra, matplotlib)."""
+heat map with node boundaries (needs the ``plot`` extra, matplotlib), and
+``--mapping FILE`` the matrix in a new launch order beside it."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def add_arguments(p) -> None:
                    help="traffic the pair list and plot use (default all)")
     p.add_argument("--phase", default=None, help="restrict the pair list and plot to one phase")
     p.add_argument("--plot", metavar="FILE", help="save a heat map of the byte matrix (png, pdf, svg)")
+    p.add_argument("--mapping", metavar="FILE",
+                   help="with --plot: also draw the matrix in the order of this launch file (perm, "
+                        "Slurm hostfile or Open MPI rankfile from rankmap map -o), side by side")
 
 
 def _human(n: float) -> str:
@@ -82,36 +86,134 @@ def summary(trace, top: int = 10, kind: str = "all", phase=None) -> str:
     return "\n".join(lines)
 
 
-def plot(trace, path, kind="all", phase=None) -> None:
+def read_placement(path: str, n: int) -> tuple[np.ndarray, list[str] | None]:
+    """Tasks in their new launch order and, when the file names hosts, the
+    host of each position.  Reads a ``perm`` file (line t = PE of task t),
+    a Slurm hostfile (line r = host of rank r) or an Open MPI rankfile
+    (``rank r=HOST slot=S``), as ``rankmap map -o`` writes them."""
+    try:
+        lines = [x.split("#", 1)[0].strip() for x in open(path, encoding="utf-8")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the mapping ({exc})") from None
+    lines = [x for x in lines if x]
+    if lines and lines[0].startswith("rank "):
+        host, slot = [None] * n, np.zeros(n, dtype=np.int64)
+        for no, line in enumerate(lines, 1):
+            parts = line.split()
+            try:
+                rank, h = parts[1].split("=", 1)
+                r, s = int(rank), int(parts[2].split("=", 1)[1].split(",")[0].split(":")[-1])
+            except (IndexError, ValueError):
+                raise ValueError(f"{path}:{no}: expected 'rank R=HOST slot=S', got {line[:60]!r}") from None
+            if not 0 <= r < n:
+                raise ValueError(f"{path}:{no}: rank {r} is not in a trace of {n} ranks")
+            host[r], slot[r] = h, s
+        if any(h is None for h in host):
+            raise ValueError(f"{path}: names {sum(h is not None for h in host)} of the {n} ranks")
+        first = {h: i for i, h in enumerate(dict.fromkeys(host))}
+        order = np.lexsort((slot, [first[h] for h in host]))
+        return order, [host[t] for t in order]
+    if len(lines) != n:
+        raise ValueError(f"{path}: {len(lines)} lines for a trace of {n} ranks")
+    if all(x.lstrip("-").isdigit() for x in lines):
+        return np.argsort(np.asarray(lines, dtype=np.int64), kind="stable"), None
+    if any(len(x.split()) != 1 for x in lines):
+        raise ValueError(f"{path}: expected one PE or one host per line (perm or Slurm hostfile)")
+    first = {h: i for i, h in enumerate(dict.fromkeys(lines))}
+    order = np.argsort([first[h] for h in lines], kind="stable")
+    return order, [lines[t] for t in order]
+
+
+def plot(trace, path, kind="all", phase=None, mapping: str | None = None) -> list:
+    """Heat map of the byte matrix, ranks on both axes and node boundaries
+    where the trace knows the hosts; with ``mapping`` (a launch file) the
+    matrix in the new order beside it.  Returns each panel's share of
+    bytes between ranks on one node (None where the hosts are unknown)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.colors import LogNorm
     except ImportError as exc:
         raise ValueError("plotting needs matplotlib: pip install 'rankmap[plot]'") from exc
     g = trace.graph(kind, phase=phase)
-    n = g.n
-    bins = min(n, 1024)  # a large job is binned: the picture stays readable and small
-    src, dst, b = g.coo()
-    img = np.zeros((bins, bins))
-    np.add.at(img, (src * bins // n, dst * bins // n), b)
-    fig, ax = plt.subplots(figsize=(6, 5))
-    shown = ax.imshow(np.where(img > 0, img, np.nan), cmap="viridis", interpolation="nearest",
-                      norm=LogNorm() if img.max() > 0 else None, extent=(0, n, n, 0))
-    fig.colorbar(shown, ax=ax, label="bytes")
-    ax.set_xlabel("destination rank")
-    ax.set_ylabel("source rank")
-    ax.set_title(f"{g.name or 'trace'}: {kind} bytes" + (f", phase {phase}" if phase else ""))
-    fig.tight_layout()
+    hosts = list(trace.hosts)
+    if all(hosts):  # ranks grouped by the host they ran on
+        first = {h: i for i, h in enumerate(dict.fromkeys(hosts))}
+        order = np.argsort([first[h] for h in hosts], kind="stable")
+        panels = [(order, [hosts[t] for t in order], "as recorded")]
+    else:
+        panels = [(np.arange(g.n), None, "as recorded (hosts unknown)")]
+    if mapping is not None:
+        order, new_hosts = read_placement(mapping, g.n)
+        panels.append((order, new_hosts, f"after {mapping.rsplit('/', 1)[-1]}"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.6), squeeze=False)
+    shown, shares = None, []
+    values = g.coo()[2]
+    vmin, vmax = (float(values.min()), float(values.max())) if g.n_edges else (1.0, 1.0)
+    for ax, (order, at, title) in zip(axes[0], panels):
+        shown, inside = _draw(ax, g, order, at, (min(vmin, vmax / 10), vmax))
+        shares.append(inside)
+        ax.set_title(title + ("" if inside is None else f": {inside:.0%} of bytes within a node"),
+                     pad=28 if at is not None else 6, fontsize=10)
+        ax.set_xlabel("destination rank" + (" (grouped by node)" if at is not None else ""))
+        ax.set_ylabel("source rank" + (" (grouped by node)" if at is not None else ""))
+    fig.colorbar(shown, ax=axes[0].tolist(), label="bytes", shrink=0.9)
+    fig.suptitle(f"{g.name or 'trace'}: {kind} bytes" + (f", phase {phase}" if phase else ""))
     fig.savefig(path)
     plt.close(fig)
+    return shares
+
+
+def _draw(ax, g, order, hosts, limits):
+    """One matrix: task ``order[i]`` at row and column i, ticks naming the
+    ranks; where ``hosts`` (host of each position) is given, node
+    boundaries, host names along the top, and the share of bytes between
+    tasks on one node (returned with the image)."""
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    n = g.n
+    bins = min(n, 1024)  # a large job is binned: the picture stays readable and small
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    src, dst, b = g.coo()
+    img = np.zeros((bins, bins))
+    np.add.at(img, (pos[src] * bins // n, pos[dst] * bins // n), b)
+    shown = ax.imshow(np.where(img > 0, img, np.nan), cmap="viridis", interpolation="nearest",
+                      norm=LogNorm(*limits), extent=(0, n, n, 0))
+    rank_at = FuncFormatter(lambda x, _: str(int(order[int(x)])) if 0 <= int(x) < n else "")
+    for axis in (ax.xaxis, ax.yaxis):
+        if n <= 32:  # every rank named, centred on its cell
+            axis.set_ticks(np.arange(n) + 0.5, labels=[str(int(t)) for t in order])
+            axis.set_tick_params(labelsize=7 if n > 16 else 8)
+        else:
+            axis.set_major_locator(MaxNLocator(nbins=8, integer=True))
+            axis.set_major_formatter(rank_at)
+    if hosts is None:
+        return shown, None
+    host_of_task = np.empty(n, dtype=object)
+    host_of_task[order] = hosts
+    inside = float(b[host_of_task[src] == host_of_task[dst]].sum()) / max(float(b.sum()), 1e-300)
+    cuts = [i for i in range(1, n) if hosts[i] != hosts[i - 1]]
+    if len(cuts) <= 64:
+        for c in cuts:
+            ax.axhline(c, color="0.35", lw=0.9)
+            ax.axvline(c, color="0.35", lw=0.9)
+        starts = [0, *cuts]
+        if len(starts) <= 16:  # name the hosts along the top
+            top = ax.secondary_xaxis("top")
+            top.set_ticks([(s + e) / 2 for s, e in zip(starts, [*cuts, n])],
+                          labels=[hosts[s] for s in starts])
+            top.tick_params(labelsize=7, rotation=90 if len(starts) > 4 else 0)
+    return shown, inside
 
 
 def run(args) -> int:
     from ..formats.registry import read_recorded
 
+    if args.mapping and not args.plot:
+        raise ValueError("--mapping goes with --plot FILE")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # missing ranks are part of the summary
         trace = read_recorded(args.trace, args.format, args.collectives)
@@ -120,6 +222,8 @@ def run(args) -> int:
                         "summarise beyond what 'rankmap eval' reports")
     print(summary(trace, args.top, args.kind, args.phase))
     if args.plot:
-        plot(trace, args.plot, args.kind, args.phase)
+        shares = plot(trace, args.plot, args.kind, args.phase, args.mapping)
         print(f"\nheat map written to {args.plot}")
+        if all(x is not None for x in shares):
+            print("bytes within a node: " + " -> ".join(f"{x:.1%}" for x in shares))
     return 0

@@ -14,11 +14,13 @@ Examples:
   rankmap topo --xml node.xml --level-distances core=2,package=20 --json
   rankmap topo --xml node.xml --nodes node[01-08] --network 4:2 --network-distances 100:400
   rankmap topo --xml node.xml --hostfile hosts.txt
+  rankmap topo --export node.xml        (describe a compute node once, map elsewhere)
 """
 
 from __future__ import annotations
 
 import json
+import sys
 
 NAME = "topo"
 HELP = "show the machine tree (hwloc XML, this machine, a cluster)"
@@ -46,9 +48,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--network-distances", metavar="D1:D2", default="",
                         help="distance of each network level (default 100, 400, ...; one more for "
                              "a top level joining the groups)")
+    parser.add_argument("--switches", metavar="TOPOLOGY.CONF",
+                        help="Slurm topology.conf (tree plugin): its switches above the nodes")
     parser.add_argument("--level-distances", metavar="KIND=D,...",
                         help="override the default distance of node levels, e.g. core=2,package=20")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--export", metavar="FILE",
+                        help="write the machine found: hwloc XML for one node, a cluster file "
+                             "(plus one XML per distinct node) for several; rankmap map "
+                             "--topology FILE reads it back")
     parser.add_argument("--max-lines", type=int, default=200, metavar="N",
                         help="longest tree printed (default 200 lines)")
 
@@ -56,10 +64,11 @@ def add_arguments(parser) -> None:
 def build_topology(args):
     """The topology the options describe."""
     from ..topology import load_topology
-    from ..topology.cluster import (cluster_from_xmls, compose_cluster, expand_nodelist,
-                                    host_slot_pes, parse_hostfile, parse_network,
-                                    restrict_to_slots)
+    from ..topology.cluster import (cluster_from_xmls, compose_cluster, host_slot_pes,
+                                    parse_network, restrict_to_slots)
+    from ..topology.hosts import expand_nodelist, parse_hostfile
     from ..topology.live import affinity_pes, discover_local
+    from ..topology.switches import parse_topology_conf
 
     arities, net_dists = parse_network(args.network, args.network_distances)
     hosts = expand_nodelist(args.nodes) if args.nodes else None
@@ -68,7 +77,8 @@ def build_topology(args):
         if hosts is not None:
             raise ValueError("give either --nodes or --hostfile, not both")
         hosts = [h for h, _ in slots]
-    clustered = hosts is not None or arities or net_dists
+    switches = parse_topology_conf(args.switches) if args.switches else None
+    clustered = hosts is not None or arities or net_dists or switches is not None
     if args.topology:
         if clustered or args.level_distances:
             raise ValueError("--topology FILE takes no cluster or distance options "
@@ -77,13 +87,14 @@ def build_topology(args):
     if (args.affinity or args.no_lstopo) and args.xml:
         raise ValueError("--affinity and --no-lstopo go with --live")
     if args.xml:
-        topo = cluster_from_xmls(args.xml, hosts, arities, net_dists, args.level_distances)
+        topo = cluster_from_xmls(args.xml, hosts, arities, net_dists, args.level_distances,
+                                 switches=switches)
     else:
         node = discover_local(args.level_distances, use_lstopo=not args.no_lstopo)
         if args.affinity:
             node = restrict_to_slots(node, affinity_pes(node))
-        topo = (compose_cluster([(h, node) for h in (hosts or node.hosts())], arities, net_dists)
-                if clustered else node)
+        topo = (compose_cluster([(h, node) for h in (hosts or node.hosts())], arities, net_dists,
+                                switches=switches) if clustered else node)
     if slots is not None:
         topo = restrict_to_slots(topo, host_slot_pes(topo, slots))
     return topo
@@ -93,6 +104,11 @@ def run(args) -> int:
     from ..topology.describe import describe_topology, format_topology
 
     topo = build_topology(args)
+    if args.export:
+        from ..topology.export import write_topology
+
+        for path in write_topology(topo, args.export):
+            print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(describe_topology(topo), indent=2))
     else:

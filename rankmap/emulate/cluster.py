@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..topology import Topology
 from ..topology.hierarchy import format_hierarchy
+from ..topology.hosts import expand_nodelist
 from ..topology.tree import TreeNode
 
 STATE_ROOT = Path(os.environ.get("RANKMAP_CLUSTER_DIR", "/run/rankmap-clusters"))
@@ -46,6 +47,7 @@ HOST_PREFIX = "node"
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9,
                "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
 _NAME_RE = re.compile(r"^rmx[0-9a-z]{1,7}$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$")
 
 
 class ClusterError(RuntimeError):
@@ -80,6 +82,7 @@ class ClusterSpec:
     bandwidth: str = "200mbit"
     racks: int = 1
     rack_bandwidth: str | None = None
+    names: str = ""  # the nodes' host names as a Slurm hostlist (cn[01-04]); default node0...
 
     def __post_init__(self):
         if self.nodes < 1 or self.nodes > 250:
@@ -91,9 +94,18 @@ class ClusterSpec:
         parse_rate(self.bandwidth)
         if self.rack_bandwidth is not None:
             parse_rate(self.rack_bandwidth)
+        if self.names:
+            hosts = expand_nodelist(self.names, limit=self.nodes)
+            if len(hosts) != self.nodes or len(set(hosts)) != len(hosts):
+                raise ValueError(f"names {self.names!r}: need {self.nodes} distinct host names")
+            bad = [h for h in hosts if not _HOST_RE.match(h)]
+            if bad:
+                raise ValueError(f"host name {bad[0]!r}: letters, digits, '-' and '.' only")
 
     @property
     def hosts(self) -> list[str]:
+        if self.names:
+            return expand_nodelist(self.names)
         return [f"{HOST_PREFIX}{i}" for i in range(self.nodes)]
 
     def hierarchy(self, distances=None) -> tuple[list[int], list[float]]:
@@ -115,7 +127,12 @@ class ClusterSpec:
         if self.racks > 1:
             raise ValueError("a cluster with racks has no one-line topology file (hierarchy files "
                              "name the root's children as hosts); use ClusterSpec.topology()")
-        return "hierarchy {} distances {}\n".format(*format_hierarchy(*self.hierarchy(distances)))
+        arities, dists = self.hierarchy(distances)
+        if self.names:  # a cluster file keeps the host names
+            node = format_hierarchy(arities[:1], dists[:1])
+            return (f"cluster\nhierarchy {node[0]} distances {node[1]}\nnodes {self.names}\n"
+                    f"network {self.nodes} distances {dists[1]:g}\n")
+        return "hierarchy {} distances {}\n".format(*format_hierarchy(arities, dists))
 
     def topology(self, distances=None) -> Topology:
         """The rankmap topology of the cluster's slots, innermost level first:
@@ -444,6 +461,22 @@ def default_mpiexec() -> str:
     if not found:
         raise ClusterError("no mpiexec: install MPICH (pip install mpich)")
     return found
+
+
+def check_hydra(mpiexec: str) -> None:
+    """ClusterError unless ``mpiexec`` is MPICH's hydra: the emulated nodes
+    are reached through hydra's ``-launcher-exec``, which other launchers
+    (Open MPI's mpirun) do not have."""
+    try:
+        proc = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
+        text = proc.stdout + proc.stderr
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ClusterError(f"{mpiexec}: cannot run it ({exc})") from None
+    if "HYDRA" not in text:
+        first = text.strip().splitlines()[0] if text.strip() else "unknown"
+        raise ClusterError(f"{mpiexec} is not MPICH's hydra ({first}); the emulated cluster "
+                           "launches through hydra: pip install mpich, or put MPICH's mpiexec "
+                           "first on PATH")
 
 
 def teardown(name: str) -> int:

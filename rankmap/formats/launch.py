@@ -16,11 +16,16 @@ Host names come from the topology (generated ``node0``... for a hierarchy).
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..topology import Topology
 
 LAUNCH_FORMATS = ["perm", "mpich", "hydra", "openmpi", "slurm"]
+# the file names ``--as all -o DIR`` (and the demo) write, one per format
+LAUNCH_FILE_NAMES = {"perm": "mapping.txt", "mpich": "MPICH_RANK_ORDER", "hydra": "machinefile",
+                     "openmpi": "rankfile", "slurm": "slurm.hostfile"}
 
 
 def _ranks_in_slot_order(pe_of_task: np.ndarray) -> np.ndarray:
@@ -29,16 +34,19 @@ def _ranks_in_slot_order(pe_of_task: np.ndarray) -> np.ndarray:
 
 
 def format_perm(pe_of_task, topology: Topology) -> str:
+    """Line t = PE of task t (KaHIP/VieM mapping file)."""
     return "".join(f"{int(p)}\n" for p in pe_of_task)
 
 
 def format_mpich_rank_order(pe_of_task, topology: Topology, per_line: int = 16) -> str:
+    """Cray ``MPICH_RANK_ORDER``: ranks in the order the launcher fills slots."""
     order = _ranks_in_slot_order(np.asarray(pe_of_task)).tolist()
     lines = [",".join(str(r) for r in order[i:i + per_line]) for i in range(0, len(order), per_line)]
     return "# MPICH_RANK_ORDER written by rankmap: ranks in slot order\n" + ",\n".join(lines) + "\n"
 
 
 def format_hydra_machinefile(pe_of_task, topology: Topology) -> str:
+    """MPICH hydra machinefile: ``host:count`` runs of consecutive ranks."""
     hosts = topology.pe_host[np.asarray(pe_of_task)]
     out, run_host, run = [], None, 0
     for h in hosts.tolist():
@@ -53,12 +61,14 @@ def format_hydra_machinefile(pe_of_task, topology: Topology) -> str:
 
 
 def format_openmpi_rankfile(pe_of_task, topology: Topology) -> str:
+    """Open MPI rankfile: ``rank r=HOST slot=S``, S the PE's index on its host."""
     pe = np.asarray(pe_of_task)
     slot = topology.slot_in_host()
     return "".join(f"rank {r}={topology.pe_host[p]} slot={slot[p]}\n" for r, p in enumerate(pe.tolist()))
 
 
 def format_slurm_hostfile(pe_of_task, topology: Topology) -> str:
+    """``SLURM_HOSTFILE``: line r = host of rank r."""
     return "".join(f"{topology.pe_host[p]}\n" for p in np.asarray(pe_of_task).tolist())
 
 
@@ -68,11 +78,23 @@ FORMATTERS = {"perm": format_perm, "mpich": format_mpich_rank_order,
 
 
 def write_launch_file(pe_of_task, topology: Topology, path: str, kind: str = "perm") -> None:
+    """Write the mapping as launch format ``kind`` (``LAUNCH_FORMATS``) to ``path``."""
     if kind not in FORMATTERS:
         raise ValueError(f"unknown launch format {kind!r}; choose from {', '.join(LAUNCH_FORMATS)}")
     text = FORMATTERS[kind](np.asarray(pe_of_task, dtype=np.int64), topology)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
+
+
+def write_all_launch_files(pe_of_task, topology: Topology, directory) -> dict[str, str]:
+    """Every launch format into ``directory`` (created), named as
+    ``LAUNCH_FILE_NAMES``; returns format -> path."""
+    os.makedirs(directory, exist_ok=True)
+    paths = {}
+    for kind in LAUNCH_FORMATS:
+        paths[kind] = os.path.join(str(directory), LAUNCH_FILE_NAMES[kind])
+        write_launch_file(pe_of_task, topology, paths[kind], kind)
+    return paths
 
 
 def read_perm(path: str) -> np.ndarray:

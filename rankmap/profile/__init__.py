@@ -32,6 +32,7 @@ _SESSION = None
 
 
 def is_active() -> bool:
+    """True while this process records (between start and finish)."""
     return _SESSION is not None
 
 
@@ -113,10 +114,12 @@ def _pcontrol(level: int) -> None:
 
 
 def pause() -> None:
+    """Stop counting this rank's traffic until ``resume()`` (as ``MPI.Pcontrol(0)``)."""
     _session().recorder.pause()
 
 
 def resume() -> None:
+    """Count this rank's traffic again after ``pause()`` (as ``MPI.Pcontrol(1)``)."""
     _session().recorder.resume()
 
 

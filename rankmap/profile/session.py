@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -29,23 +28,16 @@ from .recorder import Recorder
 
 
 def host_topology_xml() -> str | None:
-    """This node's hwloc XML: lstopo if installed, else rankmap's own
-    discovery (sysfs) when available, else None."""
-    lstopo = shutil.which("lstopo") or shutil.which("lstopo-no-graphics")
-    if lstopo:
-        try:
-            out = subprocess.run([lstopo, "--of", "xml", "-"], capture_output=True, text=True,
-                                 timeout=60, check=True)
-            if out.stdout.lstrip().startswith("<?xml"):
-                return out.stdout
-        except (OSError, subprocess.SubprocessError):
-            pass
+    """This node's hwloc XML: lstopo's when hwloc is installed, else the
+    tree rankmap discovers from Linux sysfs written as hwloc XML, else None
+    (so ``rankmap map TRACE`` knows the machine after a plain pip install)."""
     try:
-        from ..topology.live import discover_local_xml
-    except ImportError:
+        from ..topology.export import hwloc_xml
+        from ..topology.live import discover_local_xml, sysfs_topology
+    except ImportError:  # rankmap's topology readers need lxml
         return None
     try:
-        return discover_local_xml()
+        return discover_local_xml() or hwloc_xml(sysfs_topology())
     except (OSError, ValueError):
         return None
 

@@ -18,11 +18,12 @@ process order): process i sits on PE ``slot_of_process(pes)[i]`` of it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 
+from .hierarchy import hierarchy_topology, parse_hierarchy
+from .hosts import expand_nodelist, parse_hostfile
 from .levels import merge_structureless_levels
 from .tree import Topology, TreeNode
 
@@ -93,10 +94,11 @@ def _check_pes(topology: Topology, pes) -> np.ndarray:
 
 
 # ------------------------------------------------------------- composition
-def compose_cluster(nodes, network_arities=(), network_distances=()) -> Topology:
+def compose_cluster(nodes, network_arities=(), network_distances=(), switches=None) -> Topology:
     """One topology for several nodes: ``nodes`` is a list of
     ``(hostname, Topology)`` (heterogeneous nodes allowed), placed in order
-    under the network levels (see module docstring)."""
+    under the network levels (see module docstring), or under the switches
+    of a Slurm ``topology.conf`` (``switches.parse_topology_conf``)."""
     nodes = list(nodes)
     if not nodes:
         raise ValueError("a cluster needs at least one node")
@@ -106,21 +108,29 @@ def compose_cluster(nodes, network_arities=(), network_distances=()) -> Topology
         raise ValueError(f"network {':'.join(map(str, arities))}: arities must be >= 1")
     if any(d < 0 for d in dists):
         raise ValueError("network distances must be non-negative")
+    if switches is not None and (arities or dists):
+        raise ValueError("give network levels or switches, not both")
     if not dists:
         dists = [DEFAULT_NETWORK_DISTANCE * 4.0 ** i for i in range(len(arities) + 1)]
     elif len(dists) not in (len(arities), len(arities) + 1):
         raise ValueError(f"{len(arities)} network levels need {len(arities)} distances "
                          f"(or {len(arities) + 1} with a top level joining the groups), got {len(dists)}")
     seen: set[str] = set()
+    seen_order: list[str] = []
     level: list[TreeNode] = []
     for host, topo in nodes:
         host = str(host)
         if host in seen:
             raise ValueError(f"host {host!r} listed twice in the cluster")
         seen.add(host)
+        seen_order.append(host)
         root = _to_treenodes(topo)
         root.name = host
         level.append(root)
+    if switches is not None:
+        from .switches import switch_tree
+
+        return Topology(merge_structureless_levels(switch_tree(switches, list(zip(seen_order, level)))))
     for i, arity in enumerate(arities):
         kind = NETWORK_KINDS[i] if i < len(NETWORK_KINDS) else "network"
         level = [TreeNode(kind, dists[i], level[j:j + arity]) for j in range(0, len(level), arity)]
@@ -148,108 +158,6 @@ def parse_network(arities: str, distances: str = "") -> tuple[list[int], list[fl
 
 
 # --------------------------------------------------------- host list input
-def expand_nodelist(text: str) -> list[str]:
-    """Slurm nodelist -> host names: ``"node[01-03,07],gpu[1-2]-ib,login"``
-    -> node01 node02 node03 node07 gpu1-ib gpu2-ib login (zero padding
-    kept, several bracket groups multiply out)."""
-    hosts: list[str] = []
-    for item in _split_top_level(text.strip()):
-        parts = re.split(r"(\[[^\]]*\])", item)
-        names = [""]
-        for part in parts:
-            if part.startswith("["):
-                choices = _expand_range(part[1:-1], text)
-                names = [n + c for n in names for c in choices]
-            elif "[" in part or "]" in part:
-                raise ValueError(f"nodelist {text!r}: unbalanced brackets")
-            else:
-                names = [n + part for n in names]
-        hosts.extend(names)
-    if not hosts:
-        raise ValueError(f"nodelist {text!r}: no host")
-    return hosts
-
-
-def _split_top_level(text: str) -> list[str]:
-    items, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch == "["
-        depth -= ch == "]"
-        if depth < 0 or depth > 1:
-            raise ValueError(f"nodelist {text!r}: unbalanced brackets")
-        if ch == "," and depth == 0:
-            items.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if depth:
-        raise ValueError(f"nodelist {text!r}: unbalanced brackets")
-    items.append(cur)
-    return [i.strip() for i in items if i.strip()]
-
-
-def _expand_range(spec: str, text: str) -> list[str]:
-    out = []
-    for part in spec.split(","):
-        lo, sep, hi = part.strip().partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise ValueError(f"nodelist {text!r}: bad range {part.strip()!r} (expected e.g. 01-04)")
-        if not sep:
-            out.append(lo)
-            continue
-        if int(hi) < int(lo):
-            raise ValueError(f"nodelist {text!r}: range {part.strip()!r} runs backwards")
-        out.extend(str(v).zfill(len(lo)) for v in range(int(lo), int(hi) + 1))
-    return out
-
-
-def parse_hostfile(path) -> list[tuple[str, int | None]]:
-    """Read an MPI hostfile; see ``parse_hostfile_text``."""
-    return parse_hostfile_text(Path(path).read_text(encoding="utf-8"), str(path))
-
-
-def parse_hostfile_text(text: str, label: str = "<hostfile>") -> list[tuple[str, int | None]]:
-    """MPI hostfile -> ``[(host, slots), ...]`` in file order.
-
-    Lines ``host``, ``host slots=N [max_slots=M ...]`` (Open MPI) and
-    ``host:N`` (MPICH); ``#`` starts a comment.  ``slots`` is None when the
-    line gives no count (use every PE of the host).  A host listed twice gets
-    the sum of its slots.
-    """
-    order: dict[str, int | None] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        tokens = line.split()
-        host, slots = tokens[0], None
-        if ":" in host:
-            host, _, count = host.partition(":")
-            slots = _positive(count, label, lineno)
-        for tok in tokens[1:]:
-            key, sep, value = tok.partition("=")
-            if key == "slots" and sep:
-                slots = _positive(value, label, lineno)
-            elif not sep:
-                raise ValueError(f"{label}:{lineno}: unexpected {tok!r} (expected 'host slots=N' or 'host:N')")
-        if not host:
-            raise ValueError(f"{label}:{lineno}: missing host name")
-        if host in order:
-            prev = order[host]
-            order[host] = None if prev is None or slots is None else prev + slots
-        else:
-            order[host] = slots
-    if not order:
-        raise ValueError(f"{label}: hostfile lists no host")
-    return list(order.items())
-
-
-def _positive(text: str, label: str, lineno: int) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise ValueError(f"{label}:{lineno}: slot count {text!r} is not a positive integer")
-    return int(text)
-
-
 def host_slot_pes(topology: Topology, slots: list[tuple[str, int | None]]) -> list[int]:
     """PEs for ``[(host, slots), ...]`` filled the way MPI binds ranks by
     default: host after host, on each host one PE per core before the second
@@ -273,9 +181,22 @@ def host_slot_pes(topology: Topology, slots: list[tuple[str, int | None]]) -> li
     return out
 
 
+def cluster_of_hosts(node: Topology, slots: list[tuple[str, int | None]], network_arities=(),
+                     network_distances=(), switches=None) -> Topology:
+    """Every host of ``slots`` (``[(host, count or None), ...]``, e.g. from a
+    hostfile or Slurm) as a copy of the one-node tree ``node``, under the
+    network levels or switches; restricted to the counted slots when any
+    host has a count (``None``: every PE of that host)."""
+    topo = compose_cluster([(h, node) for h, _ in slots], network_arities, network_distances,
+                           switches=switches)
+    if all(c is None for _, c in slots):
+        return topo
+    return restrict_to_slots(topo, host_slot_pes(topo, slots))
+
+
 # ------------------------------------------------------ cluster description
 def cluster_from_xmls(xmls, hosts=None, network_arities=(), network_distances=(),
-                      distances=None) -> Topology:
+                      distances=None, switches=None) -> Topology:
     """Cluster of hwloc XML nodes.  ``xmls``: files or directories (all
     ``*.xml`` in them, sorted).  With ``hosts``, one XML serves every host or
     there is one XML per host; without, host names come from the XMLs."""
@@ -302,7 +223,8 @@ def cluster_from_xmls(xmls, hosts=None, network_arities=(), network_distances=()
     elif len(trees) != len(hosts):
         raise ValueError(f"{len(hosts)} hosts but {len(trees)} node XMLs (give one XML for all "
                          "hosts or one per host)")
-    return compose_cluster(list(zip(hosts, trees)), network_arities, network_distances)
+    return compose_cluster(list(zip(hosts, trees)), network_arities, network_distances,
+                           switches=switches)
 
 
 def read_cluster_file(path) -> Topology:
@@ -310,10 +232,13 @@ def read_cluster_file(path) -> Topology:
 
         cluster
         xml compute.xml                  # default node XML, relative to this file
-        nodes node[01-16]                # Slurm nodelist, uses the default XML
+        hierarchy 16:2 distances 1:10    # or: default node as a hierarchy string
+        nodes node[01-16]                # Slurm nodelist, uses the default node
         nodes bigmem[1-2] xml=bigmem.xml # nodes with their own XML
+        nodes gpu[1-4] hierarchy=8:2 distances=1:10   # ... or their own hierarchy
         hostfile hosts.txt               # hosts and slots of an MPI hostfile
         network 4:2 distances 100:400    # nodes per switch, switches per rack
+        switches topology.conf           # or: Slurm's switches (tree plugin)
         level-distances core=2,package=20
 
     With a ``hostfile`` line the topology is restricted to its slots (in
@@ -323,10 +248,11 @@ def read_cluster_file(path) -> Topology:
 
     path = Path(path)
     base = path.parent
-    default_xml: Path | None = None
-    members: list[tuple[str, Path | None, int]] = []
+    default_node: tuple | None = None
+    members: list[tuple[str, tuple | None, int]] = []
     slots: list[tuple[str, int | None]] | None = None
     network: tuple[list[int], list[float]] = ([], [])
+    switches = None
     level_distances = None
     started = False
     for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -340,41 +266,80 @@ def read_cluster_file(path) -> Topology:
                 raise ValueError(f"{where}: a cluster file starts with the line 'cluster'")
             started = True
             continue
-        opts = dict(a.split("=", 1) for a in args if "=" in a and a.startswith("xml="))
-        plain = [a for a in args if not a.startswith("xml=")]
-        xml = base / opts["xml"] if "xml" in opts else None
+        if key in ("nodes", "hostfile"):
+            opts = dict(a.split("=", 1) for a in args if "=" in a)
+            plain = [a for a in args if "=" not in a]
+        else:
+            opts, plain = {}, args
+        node = _node_source(where, base, opts)
         if key == "xml" and len(plain) == 1 and not opts:
-            default_xml = base / plain[0]
+            default_node = ("xml", base / plain[0])
+        elif key == "hierarchy" and len(plain) in (1, 3) and not opts and (
+                len(plain) == 1 or plain[1] == "distances"):
+            default_node = _at(where, _hierarchy_source, plain[0], plain[2] if len(plain) == 3 else None)
         elif key == "nodes" and len(plain) == 1:
-            members += [(h, xml, lineno) for h in _at(where, expand_nodelist, plain[0])]
+            members += [(h, node, lineno) for h in _at(where, expand_nodelist, plain[0])]
         elif key == "hostfile" and len(plain) == 1:
             entries = _at(where, parse_hostfile, base / plain[0])
-            members += [(h, xml, lineno) for h, _ in entries]
+            members += [(h, node, lineno) for h, _ in entries]
             slots = (slots or []) + entries
-        elif key == "network" and len(plain) in (1, 3) and (len(plain) == 1 or plain[1] == "distances"):
+        elif key == "network" and len(plain) in (1, 3) and not opts and (
+                len(plain) == 1 or plain[1] == "distances"):
             network = _at(where, parse_network, plain[0], plain[2] if len(plain) == 3 else "")
-        elif key == "level-distances" and len(plain) == 1:
+        elif key == "switches" and len(plain) == 1 and not opts:
+            from .switches import parse_topology_conf
+
+            switches = parse_topology_conf(base / plain[0])
+        elif key == "level-distances" and len(plain) == 1 and not opts:
             level_distances = plain[0]
         else:
-            raise ValueError(f"{where}: cannot read {raw.strip()!r} (lines: xml FILE, nodes NODELIST "
-                             "[xml=FILE], hostfile FILE [xml=FILE], network A:B [distances D1:D2], "
+            raise ValueError(f"{where}: cannot read {raw.strip()!r} (lines: xml FILE, hierarchy S "
+                             "[distances D], nodes NODELIST [xml=FILE | hierarchy=S distances=D], "
+                             "hostfile FILE, network A:B [distances D1:D2], switches TOPOLOGY.CONF, "
                              "level-distances KIND=D,...)")
     if not members:
         raise ValueError(f"{path}: cluster file lists no node ('nodes NODELIST' or 'hostfile FILE')")
-    cache: dict[Path, Topology] = {}
+    if switches is not None and network != ([], []):
+        raise ValueError(f"{path}: give 'network' or 'switches', not both")
+    cache: dict[tuple, Topology] = {}
     nodes = []
-    for host, xml, lineno in members:
-        xml = xml or default_xml
-        if xml is None:
-            raise ValueError(f"{path}:{lineno}: no XML for host {host!r} (add 'xml FILE' or xml=FILE)")
-        if xml not in cache:
-            cache[xml] = read_hwloc_xml(xml, level_distances)
-        nodes.append((host, cache[xml]))
+    for host, source, lineno in members:
+        source = source or default_node
+        if source is None:
+            raise ValueError(f"{path}:{lineno}: no node description for host {host!r} (add "
+                             "'xml FILE' or 'hierarchy S', or xml=FILE on the line)")
+        if source not in cache:
+            if source[0] == "xml":
+                cache[source] = read_hwloc_xml(source[1], level_distances)
+            else:
+                cache[source] = hierarchy_topology(source[1], source[2], host_prefix=None)
+        nodes.append((host, cache[source]))
     try:
-        topo = compose_cluster(nodes, *network)
+        topo = compose_cluster(nodes, *network, switches=switches)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return topo if slots is None else restrict_to_slots(topo, host_slot_pes(topo, slots))
+
+
+def _node_source(where: str, base: Path, opts: dict) -> tuple | None:
+    """What ``xml=FILE`` or ``hierarchy=S distances=D`` on a line describe."""
+    unknown = set(opts) - {"xml", "hierarchy", "distances"}
+    if unknown:
+        raise ValueError(f"{where}: unknown option {sorted(unknown)[0]}= (xml=, hierarchy=, distances=)")
+    if "xml" in opts and len(opts) > 1:
+        raise ValueError(f"{where}: give xml= or hierarchy=, not both")
+    if "xml" in opts:
+        return ("xml", base / opts["xml"])
+    if "distances" in opts and "hierarchy" not in opts:
+        raise ValueError(f"{where}: distances= needs hierarchy=")
+    if "hierarchy" in opts:
+        return _at(where, _hierarchy_source, opts["hierarchy"], opts.get("distances"))
+    return None
+
+
+def _hierarchy_source(hierarchy: str, distances: str | None) -> tuple:
+    arities, dists = parse_hierarchy(hierarchy, distances)
+    return ("hierarchy", tuple(arities), tuple(dists))
 
 
 def _at(where: str, fn, *args):

@@ -11,7 +11,12 @@ names.
 
 from __future__ import annotations
 
+import math
+
 from .tree import Topology, TreeNode
+
+
+MAX_PES = 1 << 26  # a tree node per PE: bounds a typo's memory before building
 
 
 def _split_numbers(text: str, what: str, cast) -> list:
@@ -28,6 +33,8 @@ def parse_hierarchy(hierarchy: str, distances: str | None = None) -> tuple[list[
     arities = _split_numbers(hierarchy, "hierarchy", int)
     if any(a < 1 for a in arities):
         raise ValueError(f"hierarchy {hierarchy!r}: every level needs an arity >= 1")
+    if math.prod(arities) > MAX_PES:
+        raise ValueError(f"hierarchy {hierarchy!r}: more than {MAX_PES} PEs")
     if distances is None:
         dists = [float(10 ** i) for i in range(len(arities))]
     else:
@@ -46,11 +53,16 @@ def _fmt(x: float) -> str:
 
 
 def format_hierarchy(arities, distances) -> tuple[str, str]:
+    """``([4, 16], [1, 10])`` -> ``("4:16", "1:10")``, the inverse of ``parse_hierarchy``."""
     return ":".join(str(int(a)) for a in arities), ":".join(_fmt(d) for d in distances)
 
 
-def hierarchy_topology(arities, distances, host_prefix: str = "node") -> Topology:
-    """Build the regular tree of a uniform hierarchy (innermost level first)."""
+def hierarchy_topology(arities, distances, host_prefix: str | None = "node") -> Topology:
+    """Build the regular tree of a uniform hierarchy (innermost level first).
+    The root's children are hosts named ``host_prefix0``, ``host_prefix1``...
+    (the whole tree is one host when there is one level); with
+    ``host_prefix=None`` nothing is named: the tree describes one node that
+    a cluster names (``cluster.compose_cluster``)."""
     arities = [int(a) for a in arities]
     distances = [float(d) for d in distances]
     if len(arities) != len(distances):
@@ -64,7 +76,7 @@ def hierarchy_topology(arities, distances, host_prefix: str = "node") -> Topolog
                         [build(level - 1) for _ in range(arities[level])])
 
     root = build(len(arities) - 1)
-    hosts = root.children if len(arities) >= 2 else [root]
+    hosts = [] if host_prefix is None else root.children if len(arities) >= 2 else [root]
     for node in hosts:
         node.name = f"{host_prefix}{counter[0]}"
         counter[0] += 1
@@ -72,6 +84,10 @@ def hierarchy_topology(arities, distances, host_prefix: str = "node") -> Topolog
 
 
 def topology_from_strings(hierarchy: str, distances: str | None = None) -> Topology:
+    """The machine of a hierarchy string and its distances, innermost level
+    first (KaHIP convention): ``topology_from_strings("4:16:8", "1:10:100")``
+    is 8 hosts (``node0``...) of 16 groups of 4 PEs; without distances
+    1, 10, 100, ... are used."""
     return hierarchy_topology(*parse_hierarchy(hierarchy, distances))
 
 

@@ -1,0 +1,115 @@
+"""From a trace to a relaunch on a cluster with a real site's host names:
+4 emulated nodes cn01..cn04, profile a program launched round-robin,
+`rankmap map TRACE --hosts cn[01-04] --as all -o DIR`, run the hydra command
+it prints, and check from inside the ranks that every rank runs on the host
+the mapping names.  Skips where namespaces cannot be made (not root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rankmap.emulate import ClusterSpec, ClusterUnavailable, EmulatedCluster, check_environment
+
+ROOT = Path(__file__).resolve().parents[1]
+# pairs (2k, 2k+1) exchange 1 MiB, neighbours in the ring of pairs 4 KiB; every
+# rank reports where it runs
+APP = textwrap.dedent("""
+    import json, socket
+    import numpy as np
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    r, p = comm.rank, comm.size
+    big, small = np.zeros(2**20, np.uint8), np.zeros(4096, np.uint8)
+    partner = r ^ 1
+    comm.Sendrecv(big, partner, recvbuf=np.empty_like(big), source=partner)
+    nxt, prv = (r + 2) % p, (r - 2) % p
+    comm.Sendrecv(small, nxt, recvbuf=np.empty_like(small), source=prv)
+    where = comm.gather(socket.gethostname())
+    if r == 0:
+        print("HOSTS " + json.dumps(where), flush=True)
+""")
+
+
+def _run(cmd, **kw):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, **kw)
+    assert proc.returncode == 0, f"{cmd}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _hosts_of(stdout: str) -> list[str]:
+    line = next(x for x in stdout.splitlines() if x.startswith("HOSTS "))
+    return json.loads(line[len("HOSTS "):])
+
+
+@pytest.mark.mpi
+def test_profile_map_relaunch_on_named_hosts(tmp_path):
+    try:
+        check_environment()
+        cluster = EmulatedCluster(ClusterSpec(nodes=4, slots=2, bandwidth="500mbit",
+                                              names="cn[01-04]")).up()
+    except ClusterUnavailable as exc:
+        pytest.skip(f"no emulated cluster on this machine: {exc}")
+    try:
+        app = tmp_path / "app.py"
+        app.write_text(APP)
+        trace = tmp_path / "app.rmtrace.npz"
+        out = _run(cluster.mpiexec(order="round-robin") + [
+            sys.executable, "-m", "rankmap.profile", "-o", str(trace), str(app)], cwd=tmp_path)
+        assert _hosts_of(out) == ["cn01", "cn02", "cn03", "cn04"] * 2   # round-robin launch
+
+        launch = tmp_path / "launch"
+        printed = _run([sys.executable, "-m", "rankmap", "map", str(trace), "--hosts", "cn[01-04]",
+                        "--as", "all", "-o", str(launch)], cwd=tmp_path)
+        want = (launch / "slurm.hostfile").read_text().split()       # line r: host of rank r
+        assert sorted(want) == sorted(["cn01", "cn02", "cn03", "cn04"] * 2)
+        assert all(want[2 * k] == want[2 * k + 1] for k in range(4))  # each pair on one node
+        hydra = next(x.strip() for x in printed.splitlines() if x.strip().startswith("mpiexec -f"))
+        args = shlex.split(hydra.split("#", 1)[0])
+        assert args[:5] == ["mpiexec", "-f", str(launch / "machinefile"), "-n", "8"]
+        assert args[5:] == ["python", str(app)]
+        # the printed command, with the emulation's launcher options (how hydra
+        # reaches the namespaces) in front and this Python for "python"
+        prefix = cluster.mpiexec(machinefile=launch / "machinefile")
+        prefix = prefix[:prefix.index("-f")]
+        got = _hosts_of(_run(prefix + args[1:5] + [sys.executable] + args[6:], cwd=tmp_path))
+        assert got == want
+    finally:
+        cluster.down()
+
+
+def test_named_hosts_spec_and_topology_file(tmp_path):
+    spec = ClusterSpec(nodes=4, slots=2, names="cn[01-04]")
+    assert spec.hosts == ["cn01", "cn02", "cn03", "cn04"]
+    assert spec.topology().hosts() == spec.hosts
+    f = tmp_path / "c.topo"
+    f.write_text(spec.topology_file_text())
+    from rankmap.topology import load_topology
+
+    t = load_topology(str(f))
+    assert t.hosts() == spec.hosts and t.n_pes == 8 and t.distance(0, 1) == 1 and t.distance(0, 2) == 100
+    for names, msg in [("cn[01-03]", "need 4 distinct"), ("cn[01-09]", "more than 4"),
+                       ("a,a,b,c", "distinct"), ("a_1,b,c,d", "letters, digits")]:
+        with pytest.raises(ValueError, match=msg):
+            ClusterSpec(nodes=4, names=names)
+
+
+def test_cluster_run_says_when_mpiexec_is_not_hydra(tmp_path):
+    from rankmap.emulate import ClusterError, check_hydra
+
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\necho 'mpiexec (OpenRTE) 4.1.4'\n")
+    fake.chmod(0o755)
+    with pytest.raises(ClusterError, match=r"is not MPICH's hydra \(mpiexec \(OpenRTE\) 4.1.4\)"):
+        check_hydra(str(fake))
+    from rankmap.emulate.cluster import default_mpiexec
+
+    check_hydra(default_mpiexec())   # the mpich wheel's mpiexec is hydra
