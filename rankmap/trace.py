@@ -11,8 +11,10 @@ File convention: ``NAME.rmtrace.npz``, a plain numpy ``.npz`` (zip of
                     (model), ``mpi`` (library, version), ``argv``, ``program``.
 ``ranks``           the COMM_WORLD ranks this file covers (int64)
 ``rank_host``       host id of each covered rank (index into ``hosts``)
-``rank_status``     status id: complete, error, signal, exit, flushed (the
-                    last periodic flush of a rank that never finished)
+``rank_status``     status id: complete (the rank's finished marker), error,
+                    signal, exit, flushed (the last periodic flush of a rank
+                    that never finished: its data stops at ``rank_t_end``),
+                    started (nothing flushed since the start)
 ``rank_t_start``, ``rank_t_end``   Unix times per covered rank
 ``binding_ptr``, ``binding_cpus``  CSR list of each covered rank's CPU set
 ``{kind}_src``, ``{kind}_dst``, ``{kind}_phase``, ``{kind}_bytes``,
@@ -44,7 +46,9 @@ VERSION = 1
 SUFFIX = ".rmtrace.npz"
 PARTS_SUFFIX = ".parts"
 KINDS = ("p2p", "collective", "rma")
-STATUSES = ("complete", "error", "signal", "exit", "flushed")
+STATUSES = ("complete", "error", "signal", "exit", "flushed", "started")
+#: statuses of a rank that did not finish (no finished marker, killed unawares)
+UNFINISHED = ("flushed", "started")
 _FIELDS = ("src", "dst", "phase", "bytes", "msgs")
 _MARKER = "rankmap_trace"
 
@@ -282,9 +286,16 @@ def _read_file(path: Path) -> Trace:
         except (ValueError, OSError, zipfile.BadZipFile) as exc:
             raise ValueError(f"{path}: corrupt trace ({exc})") from None
     try:
-        return _build(meta, a, str(path))
+        trace = _build(meta, a, str(path))
     except KeyError as exc:
         raise ValueError(f"{path}: trace lacks member {exc}") from None
+    # a part whose rank never finished is complete up to its last flush,
+    # which touches the file when nothing changed
+    mtime = path.stat().st_mtime
+    for r, i in trace.info.items():
+        if i.status in UNFINISHED and mtime > i.t_end:
+            trace.info[r] = i._replace(t_end=mtime)
+    return trace
 
 
 def _build(meta: dict, a: dict, source: str) -> Trace:

@@ -179,9 +179,11 @@ def _run_distributed(args) -> int:
               if value is not None}  # else map_distributed's defaults
     mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
                               comm=comm, **rounds, **options)
-    if mapping is None:  # ranks other than 0: rank 0 reports
-        return 0
-    return _report(args, graph, topology, recorded, mapping)
+    try:  # rank 0 reports; a failure there (an unwritable -o) is every rank's exit status
+        return root_step(comm, "writing the result", _report, args, graph, topology, recorded,
+                         mapping)
+    except ReorderFailed as exc:
+        raise UserError(str(exc)) from None
 
 
 def _report(args, graph, topology, recorded, mapping) -> int:
