@@ -136,8 +136,7 @@ class Session:
         when the counters changed since the last write, so an idle or
         finished-talking rank costs nothing."""
         with self._lock:
-            edges = self.recorder.edges()
-            phases = list(self.recorder.phases)
+            edges, phases = self.recorder.edges(), list(self.recorder.phases)
             if status == "flushed" and self._written is not None and _same_edges(
                     self._written, (phases, edges)):
                 try:  # nothing new: the mtime says the data is complete up to now
@@ -148,7 +147,7 @@ class Session:
             try:
                 self.own_trace(status, edges).write(self.part)
                 self._written = (phases, edges)
-            except OSError as exc:  # a full disk must not kill the program
+            except Exception as exc:  # noqa: BLE001 - a full disk must not kill the program
                 if not self._write_failed:  # said once per rank, not at every flush
                     print(f"rankmap.profile: rank {self.rank}: cannot write {self.part}: {exc}",
                           file=sys.stderr)
