@@ -21,7 +21,7 @@ sys.path[:0] = [os.path.dirname(__file__), os.path.join(os.path.dirname(__file__
 from mesh_common import MAPLIB_APPS, maplib_traffic  # noqa: E402
 
 from rankmap.algorithms import map_tasks  # noqa: E402
-from rankmap.algorithms.bottleneck import bottleneck_refine  # noqa: E402
+from rankmap.algorithms.refine.bottleneck import bottleneck_refine  # noqa: E402
 from rankmap.cost import evaluate  # noqa: E402
 from rankmap.topology import MeshTopology, topology_from_strings  # noqa: E402
 

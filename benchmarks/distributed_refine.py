@@ -8,7 +8,7 @@ Part 1 (quality): from the same start (the launch order, and --starts random
 orders), J of the distributed swap rounds (run serially: the decisions do not
 depend on the number of ranks, part 2 checks that; --replicas copies in
 lockstep, best kept, and --kicks) against
-``rankmap.algorithms.refine.swap_refine`` (the centralised Schulz-Traff
+``rankmap.algorithms.refine.swaps.swap_refine`` (the centralised Schulz-Traff
 refinement, when this build has it).  Instances: the real traffic matrices
 of MapLib (64 ranks, S = 4:16:1) and the standard instances: 3elt cut into n
 blocks by KaHIP (seed 0), mapped onto S = 4:16:n/64 (4:n/4 below 64),
@@ -109,7 +109,7 @@ def instances(shared: Path, sizes: list[int]):
 
 def centralised():
     try:
-        from rankmap.algorithms.refine import swap_refine
+        from rankmap.algorithms.refine.swaps import swap_refine
     except ImportError:
         return None
     return swap_refine
@@ -117,11 +117,11 @@ def centralised():
 
 def quality(args) -> list[dict]:
     from rankmap import mapping_cost
-    from rankmap.algorithms.label_swap import refine_rounds
+    from rankmap.algorithms.distributed.swap_rounds import refine_rounds
 
     swap_refine = centralised()
     print(f"part 1: quality; load average {os.getloadavg()[0]:.2f}; centralised reference: "
-          f"{'rankmap.algorithms.refine.swap_refine' if swap_refine else 'NOT AVAILABLE in this build'}")
+          f"{'rankmap.algorithms.refine.swaps.swap_refine' if swap_refine else 'NOT AVAILABLE in this build'}")
     print(f"{'instance':14s}{'n':>5s} {'start':>8s}{'J start':>12s}{'J dist':>12s}{'J central':>12s}"
           f"{'dist/cent':>10s}{'left':>7s}{'cent spread':>12s}{'dist/med':>9s}{'dist/min':>9s}{'rounds':>7s}"
           f"{'swaps':>7s}"
@@ -185,7 +185,7 @@ def renamed(graph, start):
 
 
 def scaling(args) -> list[dict]:
-    from rankmap.algorithms.label_swap import refine_rounds
+    from rankmap.algorithms.distributed.swap_rounds import refine_rounds
     from rankmap.formats import read_graph, write_graph
 
     exe = Path(sys.executable).parent / "mpiexec"
@@ -352,7 +352,7 @@ def main() -> None:
     ap.add_argument("--mpi", default="16,32,64", help="rank counts for part 2 ('' to skip)")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--replicas", type=int, default=8,
-                    help="copies run in lockstep, best kept (label_swap.REPLICAS, the default)")
+                    help="copies run in lockstep, best kept (swap_rounds.REPLICAS, the default)")
     ap.add_argument("--kicks", type=int, default=0,
                     help="kicks (perturbation + rounds, kept when J falls) after the first descent")
     ap.add_argument("--in-program", action="store_true",

@@ -34,7 +34,7 @@ sys.path[:0] = [os.path.dirname(__file__), os.path.join(os.path.dirname(__file__
 from mesh_common import DOMAINS, partition_with_coordinates, triangle_mesh  # noqa: E402
 
 from rankmap.algorithms import map_tasks  # noqa: E402
-from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch  # noqa: E402
+from rankmap.algorithms.mesh.nearest import FreeNodeTree, SpiralSearch  # noqa: E402
 from rankmap.cost import evaluate  # noqa: E402
 from rankmap.layout import infer_coordinates  # noqa: E402
 from rankmap.topology import MeshTopology  # noqa: E402

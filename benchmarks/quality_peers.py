@@ -41,7 +41,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rankmap.algorithms import METHODS, map_tasks  # noqa: E402
-from rankmap.algorithms.partition import integer_weights, mtkahypar_initializer, repair_balance  # noqa: E402
+from rankmap.algorithms.construct.partition import integer_weights, mtkahypar_initializer, repair_balance  # noqa: E402
 from rankmap.cost import mapping_cost  # noqa: E402
 from rankmap.graph import CommGraph  # noqa: E402
 from rankmap.mapping import balance_report  # noqa: E402

@@ -33,7 +33,7 @@ def one_size(log2n: int, auto_limit: float, workers: int) -> dict:
     import scipy.sparse as sp
 
     from rankmap.algorithms import map_tasks
-    from rankmap.algorithms.refine import refine_swaps
+    from rankmap.algorithms.refine.swaps import refine_swaps
     from rankmap.cost import mapping_cost
     from rankmap.graph import CommGraph
     from rankmap.topology.hierarchy import hierarchy_topology

@@ -24,8 +24,8 @@ def partition_into_blocks(app: CommGraph, n_blocks: int, *, how: str = "bisectio
     """Block (0..n_blocks-1) of every vertex of ``app``, each block's weight
     within (1 + eps) of c(V) / n_blocks.  ``hierarchy`` (innermost-first
     arities whose product is n_blocks) is needed for ``multisection``."""
-    from .algorithms.multisection import multisection_map
-    from .algorithms.partition import partition_graph, repair_balance
+    from .algorithms.construct.multisection import multisection_map
+    from .algorithms.construct.partition import partition_graph, repair_balance
 
     if how not in MODEL_KINDS:
         raise ValueError(f"unknown model creation {how!r}; choose from {', '.join(MODEL_KINDS)}")

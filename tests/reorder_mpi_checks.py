@@ -15,7 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 import rankmap
-from rankmap.algorithms.label_swap import SwapRounds, refine_rounds
+from rankmap.algorithms.distributed.swap_rounds import SwapRounds, refine_rounds
 from rankmap.reorder import RankmapWarning
 
 WORLD = MPI.COMM_WORLD

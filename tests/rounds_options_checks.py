@@ -13,7 +13,7 @@ import numpy as np
 from reorder_mpi_checks import RANK, SIZE, WORLD, ok, pe_of_task_from, run_aborting, same_on_all
 
 import rankmap
-from rankmap.algorithms.label_swap import refine_rounds
+from rankmap.algorithms.distributed.swap_rounds import refine_rounds
 from rankmap.reorder.offline import map_distributed
 
 SEED = 3

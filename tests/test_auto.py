@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.auto import iterated_search, kick, plan
-from rankmap.algorithms.refine import refine_around, refine_swaps, swap_refine
+from rankmap.algorithms.portfolio.one_to_one import iterated_search, kick, plan
+from rankmap.algorithms.refine.swaps import refine_around, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
 from rankmap.topology.hierarchy import hierarchy_topology
 from tests.quality_instances import grid_graph, planted_hierarchy
@@ -88,7 +88,7 @@ def test_fewer_tasks_than_pes_no_move_into_a_free_pe_lowers_j():
 
 
 def test_auto_with_workers_is_the_same_mapping(monkeypatch):
-    from rankmap.algorithms import multisection as ms
+    from rankmap.algorithms.construct import multisection as ms
 
     monkeypatch.setattr(ms, "PARALLEL_MIN_TASKS", 0)
     g = grid_graph(12, 12)

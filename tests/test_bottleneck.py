@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.bottleneck import bottleneck_refine, link_routes
+from rankmap.algorithms.refine.bottleneck import bottleneck_refine, link_routes
 from rankmap.cost import all_link_loads, evaluate
 from rankmap.graph import CommGraph
 from rankmap.topology import MeshTopology, topology_from_strings

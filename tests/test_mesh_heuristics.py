@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks, method_names
-from rankmap.algorithms.mesh_curve import morton_order
-from rankmap.algorithms.mesh_heuristics import _Placer, _pairwise_exchange_numpy, pairwise_exchange
-from rankmap.algorithms.mesh_kernel import _mesh_dist, exchange_kernel, mesh_oracle
-from rankmap.algorithms.refine import _compiled_kernel, swap_refine
-from rankmap.algorithms.mesh_nearest import FreeNodeTree, SpiralSearch
+from rankmap.algorithms.mesh.curve import morton_order
+from rankmap.algorithms.mesh.heuristics import _Placer, _pairwise_exchange_numpy, pairwise_exchange
+from rankmap.algorithms.mesh.kernel import _mesh_dist, exchange_kernel, mesh_oracle
+from rankmap.algorithms.refine.swaps import _compiled_kernel, swap_refine
+from rankmap.algorithms.mesh.nearest import FreeNodeTree, SpiralSearch
 from rankmap.cost import evaluate, mapping_cost
 from rankmap.graph import CommGraph
 from rankmap.layout import infer_coordinates, load_coordinates
@@ -176,7 +176,7 @@ def test_pairwise_exchange_falls_back_to_numpy_for_a_fractional_intra_node_dista
 def test_exact_bisection_of_a_small_box_is_the_cheapest():
     import itertools
 
-    from rankmap.algorithms.mesh_bisect import _exact_bisection
+    from rankmap.algorithms.mesh.bisect import _exact_bisection
 
     rng = np.random.default_rng(4)
     n = 30

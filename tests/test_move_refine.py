@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.auto_many import plan_many
-from rankmap.algorithms.move_refine import refine_moves
-from rankmap.algorithms.multisection import multisection_map
-from rankmap.algorithms.partition import partition_graph
+from rankmap.algorithms.portfolio.many_to_one import plan_many
+from rankmap.algorithms.refine.moves import refine_moves
+from rankmap.algorithms.construct.multisection import multisection_map
+from rankmap.algorithms.construct.partition import partition_graph
 from rankmap.cli import main
 from rankmap.cost import evaluate, mapping_cost
 from rankmap.graph import CommGraph

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.mpipp import mpipp
+from rankmap.algorithms.construct.mpipp import mpipp
 from rankmap.cost import mapping_cost
 from rankmap.graph import CommGraph
 from rankmap.topology import hierarchy_topology

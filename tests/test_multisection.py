@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.multisection import _task_counts
+from rankmap.algorithms.construct.multisection import _task_counts
 from rankmap.cost import mapping_cost
 from rankmap.graph import CommGraph
 from rankmap.mapping import balance_report
@@ -102,7 +102,7 @@ def test_workers_give_the_same_mapping(monkeypatch):
     """Subtrees multisected in worker processes: the same result as in one
     process (a sub-problem's seed depends on its tree node, not on the
     order the sub-problems run in)."""
-    from rankmap.algorithms import multisection as ms
+    from rankmap.algorithms.construct import multisection as ms
 
     monkeypatch.setattr(ms, "PARALLEL_MIN_TASKS", 0)  # the test instances are small
     pools = []

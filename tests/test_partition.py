@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from rankmap.algorithms.partition import integer_weights, partition_graph, repair_balance
+from rankmap.algorithms.construct.partition import integer_weights, partition_graph, repair_balance
 
 
 def _grid(rows, cols):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.refine import PAIR_SLICE, refine_swaps, swap_refine
+from rankmap.algorithms.refine.swaps import PAIR_SLICE, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
 from rankmap.graph import CommGraph
 from rankmap.mapping import balance_report

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import rankmap
-import rankmap.algorithms.auto as auto_module
-from rankmap.algorithms.label_swap import REPLICAS
+import rankmap.algorithms.portfolio.one_to_one as auto_module
+from rankmap.algorithms.distributed.swap_rounds import REPLICAS
 from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT, _map_on_root
 
 

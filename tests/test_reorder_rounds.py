@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rankmap
-from rankmap.algorithms.label_swap import (REPLICA_OFFSET, Labels, LocalExchange, Rows, block_owner,
+from rankmap.algorithms.distributed.swap_rounds import (REPLICA_OFFSET, Labels, LocalExchange, Rows, block_owner,
                                            block_tasks, label_distance, refine_rounds, replicate,
                                            rows_of_graph, symmetric_rows)
 from rankmap.topology import Topology, TreeNode
@@ -119,7 +119,7 @@ def test_rounds_refuse_a_mapping_that_is_not_one_to_one():
 
 
 def test_import_rankmap_does_not_import_mpi4py():
-    code = ("import sys, rankmap, rankmap.algorithms.label_swap; "
+    code = ("import sys, rankmap, rankmap.algorithms.distributed.swap_rounds; "
             "assert 'mpi4py' not in sys.modules; print(callable(rankmap.reorder_comm))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -175,7 +175,7 @@ def test_the_rounds_import_neither_scipy_nor_the_mapping_methods():
     """An MPI rank of the distributed path loads numpy and the rounds only
     (the method registry imports the methods on first lookup)."""
     heavy = ("scipy", "numba", "kahip", "mtkahypar", "matplotlib")
-    code = ("import sys; import rankmap.algorithms.label_swap; "
+    code = ("import sys; import rankmap.algorithms.distributed.swap_rounds; "
             f"print(sorted(m for m in {heavy!r} if m in sys.modules)); "
             "from rankmap.algorithms import method_names; print('auto' in method_names())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

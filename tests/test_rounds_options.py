@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rankmap
-from rankmap.algorithms.label_swap import refine_rounds, rounds_options
+from rankmap.algorithms.distributed.swap_rounds import refine_rounds, rounds_options
 from rankmap.cli import main as cli_main
 from mpi_util import ROOT, run_mpi
 from test_distributed_mpi import _scrambled_grid

@@ -32,7 +32,7 @@ class _Registry(dict):
     """The methods by name.  Every module of this package registers its
     methods on import; the registry imports them all on its first lookup, not
     when the package is imported, so a process that needs one module (an MPI
-    rank of the distributed refinement imports ``label_swap``) does not load
+    rank of the distributed refinement imports ``distributed.swap_rounds``) does not load
     numba, KaHIP and Mt-KaHyPar (~55 MB and ~0.4 s per process)."""
 
     def _all(self):
@@ -112,11 +112,11 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     start = time.perf_counter()
     pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, **options)
     if isinstance(refine, str) and refine.strip().lower() == "moves":  # many-to-one: single-task moves
-        from .move_refine import move_refine
+        from .refine.moves import move_refine
 
         pe = move_refine(graph, topology, pe, seed=seed, eps=eps, time_limit=options.get("time_limit"))
     elif refine:  # any method's result may go through swap refinement
-        from .refine import refine_option, swap_refine_option_depth, swap_refine
+        from .refine.swaps import refine_option, swap_refine_option_depth, swap_refine
 
         if refine_option(refine):
             pe = swap_refine(graph, topology, pe, seed=seed, eps=eps,
@@ -132,7 +132,8 @@ _imported = False
 
 
 def _import_methods() -> None:
-    """Import every module of this package once (each registers its methods)."""
+    """Import every module of this package and its family subpackages once
+    (each registers its methods)."""
     global _imported
     if _imported:
         return
@@ -141,8 +142,8 @@ def _import_methods() -> None:
     import pkgutil
 
     try:
-        for info in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{info.name}")
+        for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+            importlib.import_module(info.name)
     except BaseException:
         _imported = False  # the next lookup raises the same error, never a partial registry
         raise

@@ -188,7 +188,7 @@ def _run_distributed(args) -> int:
 
 def _report(args, graph, topology, recorded, mapping) -> int:
     if args.objective == "bottleneck":
-        from ..algorithms.bottleneck import bottleneck_refine
+        from ..algorithms.refine.bottleneck import bottleneck_refine
 
         mapping.pe_of_task = bottleneck_refine(graph, topology, mapping.pe_of_task, eps=args.eps,
                                                seed=args.seed)

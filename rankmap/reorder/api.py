@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds, rounds_options,
+from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds, rounds_options,
                                      symmetric_rows)
-from ..algorithms.refine import swap_refine
+from ..algorithms.refine.swaps import swap_refine
 from ..cost import mapping_cost
 from ..graph import CommGraph
 from ..mapping import validate_mapping

@@ -1,4 +1,4 @@
-"""The MPI transport of the distributed swap rounds (``label_swap``).
+"""The MPI transport of the distributed swap rounds (``algorithms.distributed.swap_rounds``).
 
 Records (rows of float64) go to the owners of the tasks they concern with one
 ``Alltoall`` of counts and one ``Alltoallv``: every rank calls the same
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import block_owner
+from ..algorithms.distributed.swap_rounds import block_owner
 
 
 class MPIExchange:

@@ -15,7 +15,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import (MAX_ROUNDS, REPLICAS, Labels, SwapRounds, block_tasks,
+from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, Labels, SwapRounds, block_tasks,
                                      rounds_options, rows_of_graph, symmetric_rows)
 from ..mapping import Mapping, validate_mapping
 from .agree import ReorderFailed, agreed_arguments, root_step, step

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.label_swap import Labels
+from ..algorithms.distributed.swap_rounds import Labels
 from ..topology import Topology, TreeNode
 from .agree import ReorderFailed, root_step, same_everywhere, step
 

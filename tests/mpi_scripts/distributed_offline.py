@@ -38,7 +38,7 @@ def main() -> None:
     if comm.Get_rank() != 0:
         return
     from rankmap import mapping_cost
-    from rankmap.algorithms.label_swap import refine_rounds
+    from rankmap.algorithms.distributed.swap_rounds import refine_rounds
 
     serial, sres = refine_rounds(graph, topology, start, **OPTIONS)
     assert np.array_equal(pe, serial), (pe, serial)

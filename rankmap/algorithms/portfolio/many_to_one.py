@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost import mapping_cost
-from ..mapping import DEFAULT_EPS, validate_mapping
-from . import METHODS
-from .auto import _refine_cost, _refine_depth, budget_seconds
-from .move_refine import move_refine
-from .multisection import multisection_map
-from .refine import swap_refine
+from ...cost import mapping_cost
+from ...mapping import DEFAULT_EPS, validate_mapping
+from .. import METHODS
+from .one_to_one import _refine_cost, _refine_depth, budget_seconds
+from ..refine.moves import move_refine
+from ..construct.multisection import multisection_map
+from ..refine.swaps import swap_refine
 
 # seconds (same units as auto's model: an idle core of the 2-core
 # development machine) per partitioning call and per (task + edge) x

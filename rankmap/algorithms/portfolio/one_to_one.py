@@ -44,11 +44,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost import mapping_cost
-from ..topology import Topology
-from . import METHODS, register
-from .move_refine import move_refine
-from .refine import refine_around, refine_swaps
+from ...cost import mapping_cost
+from ...topology import Topology
+from .. import METHODS, register
+from ..refine.moves import move_refine
+from ..refine.swaps import refine_around, refine_swaps
 
 DEFAULT_TIME_LIMIT = 10.0
 N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
@@ -200,7 +200,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, **opt
     if not isinstance(topology, Topology):  # a mesh/torus: the tree methods do not apply
         return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, **options)
     if eps is not None or graph.n > topology.n_pes:  # many tasks per PE: a portfolio of its own
-        from .auto_many import auto_many
+        from .many_to_one import auto_many
 
         return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=int(workers))
     best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE

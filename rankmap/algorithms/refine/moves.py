@@ -34,11 +34,11 @@ import time
 import numpy as np
 from numba import njit
 
-from ..cost import mapping_cost
-from ..graph import CommGraph
-from ..mapping import DEFAULT_EPS, balance_report
-from ..topology import Topology
-from .refine import RefineStats
+from ...cost import mapping_cost
+from ...graph import CommGraph
+from ...mapping import DEFAULT_EPS, balance_report
+from ...topology import Topology
+from .swaps import RefineStats
 
 MIN_GAIN = 1e-4      # stop when a pass lowers J by less than this fraction
 
@@ -182,7 +182,7 @@ def refine_moves(graph: CommGraph, topology: Topology, pe_of_task, *, eps: float
                  min_gain: float = MIN_GAIN):
     """Move local search on a tree topology; returns ``(pe_of_task, RefineStats)``
     (``swaps`` counts moves)."""
-    from .refine_kernel import tree_oracle
+    from .kernel import tree_oracle
 
     if not isinstance(topology, Topology):
         raise ValueError("move refinement needs a tree topology (hierarchy, hwloc or tleaf)")

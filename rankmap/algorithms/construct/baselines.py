@@ -20,10 +20,10 @@ import heapq
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..mapping import balance_report
-from ..topology import Topology
-from . import register
+from ...graph import CommGraph
+from ...mapping import balance_report
+from ...topology import Topology
+from .. import register
 
 
 def pe_capacity(graph: CommGraph, topology: Topology, eps: float | None) -> np.ndarray:

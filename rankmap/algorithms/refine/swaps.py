@@ -37,11 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph import CommGraph
-from ..cost import mapping_cost
-from ..mapping import DEFAULT_EPS, balance_report
-from ..topology import Topology
-from . import register
+from ...graph import CommGraph
+from ...cost import mapping_cost
+from ...mapping import DEFAULT_EPS, balance_report
+from ...topology import Topology
+from .. import register
 
 BATCH = 32768
 DEFAULT_DEPTH = 10
@@ -275,11 +275,11 @@ def _compiled_kernel(topology):
     ``refine_kernel``; meshes and tori with an integral intra-node distance
     the same pass compiled with a hop-count oracle (``mesh_kernel``)."""
     if isinstance(topology, Topology):
-        from .refine_kernel import swap_pass, tree_oracle
+        from .kernel import swap_pass, tree_oracle
 
         return (swap_pass, *tree_oracle(topology))
     if float(getattr(topology, "intra_node_distance", 0.5)).is_integer():
-        from .mesh_kernel import mesh_oracle, swap_pass
+        from ..mesh.kernel import mesh_oracle, swap_pass
 
         return (swap_pass, *mesh_oracle(topology))
     return None
@@ -403,7 +403,7 @@ def refine_option(value) -> bool:
 @register("swap", "swap refinement (Schulz & Traff N_C^d) of the greedy_allc mapping; "
                   "other methods get it with option refine=true")
 def swap_method(graph, topology, *, seed=0, eps=None, depth=DEFAULT_DEPTH, time_limit=None, **_):
-    from .baselines import greedy_allc
+    from ..construct.baselines import greedy_allc
 
     start = greedy_allc(graph, topology, seed=seed, eps=eps)
     return swap_refine(graph, topology, start, depth=swap_refine_option_depth(depth), seed=seed, time_limit=time_limit, eps=eps)
@@ -434,7 +434,7 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     better, not necessarily swap-optimal).  Returns ``(pe_of_task, tasks
     scanned, J)``: the count is auto's deterministic measure of the work
     done."""
-    from .refine_kernel import best_swaps_around, tree_oracle
+    from .kernel import best_swaps_around, tree_oracle
 
     adj = graph.symmetric
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)

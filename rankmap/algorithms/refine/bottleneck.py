@@ -26,11 +26,10 @@ import heapq
 
 import numpy as np
 
-from ..cost import all_link_loads
-from ..topology import MeshTopology, Topology
-from . import METHODS, register
-from .mesh_heuristics import _candidate_slots
-from .slots import SlotTable
+from ...cost import all_link_loads
+from ...topology import MeshTopology, Topology
+from .. import METHODS, register
+from ..construct.slots import SlotTable, candidate_slots
 
 
 def link_routes(topology, src_pe, dst_pe) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +120,7 @@ def _best_move(topology, table, pairs, loads, top, top_load, sym, mesh, rng,
         if contrib[u] <= 0:
             break
         lo, hi = sym.indptr[u], sym.indptr[u + 1]
-        near = _candidate_slots(sym.indices[lo:hi], sym.data[lo:hi], table, mesh, sym, max_candidates)
+        near = candidate_slots(sym.indices[lo:hi], sym.data[lo:hi], table, mesh, sym, max_candidates)
         cand = np.unique(np.concatenate([near, rng.integers(0, table.slot_pe.size, random_slots)]))
         best, best_key = None, None
         for s_new in cand[cand != table.slot[u]].tolist():

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..topology import Topology
-from . import register
+from ...graph import CommGraph
+from ...topology import Topology
+from .. import register
 from .baselines import pe_capacity
 
 MAX_TASKS = 4096

@@ -26,12 +26,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..graph import CommGraph
-from ..topology.mesh import MeshTopology
-from . import register
-from .baselines import pe_capacity
-from .multisection import _task_counts
-from .partition import partition_graph, repair_balance
+from ...graph import CommGraph
+from ...topology.mesh import MeshTopology
+from .. import register
+from ..construct.baselines import pe_capacity
+from ..construct.multisection import _task_counts
+from ..construct.partition import partition_graph, repair_balance
 
 TRY_MAX_TASKS = 1024  # bisect parts up to this size from several seeds, keep the best
 EXACT_MAX_TASKS = 8  # parts up to this size: every bisection scored (C(8, 4) = 70 of them)

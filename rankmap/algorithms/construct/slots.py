@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..mapping import DEFAULT_EPS
+from ...mapping import DEFAULT_EPS
 from .baselines import pe_capacity
 
 
@@ -50,3 +50,38 @@ class SlotTable:
         """All slots of the given PEs."""
         pes = np.asarray(pes, dtype=np.int64)
         return (pes[:, None] * self.cap + np.arange(self.cap)[None, :]).ravel()
+
+
+def candidate_slots(nbr, w, table: SlotTable, mesh, sym, limit) -> np.ndarray:
+    """Slots worth trying for a task with neighbours ``nbr`` (bytes ``w``):
+    all when there are at most ``limit``; else around their weighted centre
+    and on the heaviest neighbours' nodes on a mesh, or those of 2-hop
+    neighbours."""
+    pe = table.pe
+    if table.slot_pe.size <= limit:
+        return np.arange(table.slot_pe.size)
+    if mesh is not None:
+        ctr = _weighted_centre(mesh, mesh.node_of_pe(pe[nbr]), w)
+        offs = np.vstack([np.zeros(mesh.ndim, dtype=np.int64),
+                          np.eye(mesh.ndim, dtype=np.int64), -np.eye(mesh.ndim, dtype=np.int64)])
+        pts = ctr + offs
+        ok = np.all(mesh._wrap | ((pts >= 0) & (pts < mesh._dims_arr)), axis=1)
+        heavy = mesh.node_of_pe(pe[nbr[np.argsort(-w, kind="stable")[:4]]])
+        nodes = np.unique(np.concatenate([mesh.node_at(pts[ok]), heavy]))
+        pes = (nodes[:, None] * mesh.cores + np.arange(mesh.cores)[None, :]).ravel()
+        return table.slots_of_pes(pes)[:limit]
+    two_hop = np.unique(np.concatenate([nbr] + [sym.indices[sym.indptr[x]:sym.indptr[x + 1]]
+                                                for x in nbr[np.argsort(-w, kind="stable")[:8]].tolist()]))
+    return np.unique(table.slot[two_hop])[:limit]
+
+
+def _weighted_centre(mesh, nodes, w) -> np.ndarray:
+    """Grid point at the byte-weighted per-dimension median of ``nodes``:
+    the point minimising sum w * |x - x_i| in each mesh dimension."""
+    c = mesh.node_coords(nodes)
+    out = np.empty(mesh.ndim, dtype=np.int64)
+    for k in range(mesh.ndim):
+        order = np.argsort(c[:, k], kind="stable")
+        cum = np.cumsum(w[order])
+        out[k] = c[order[np.searchsorted(cum, cum[-1] / 2)], k]
+    return out

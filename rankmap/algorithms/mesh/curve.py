@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..topology.mesh import MeshTopology
-from . import register
-from .baselines import pe_capacity
+from ...topology.mesh import MeshTopology
+from .. import register
+from ..construct.baselines import pe_capacity
 
 
 def morton_order(mesh: MeshTopology) -> np.ndarray:

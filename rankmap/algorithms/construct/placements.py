@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..topology import Topology
-from . import register
+from ...topology import Topology
+from .. import register
 from .baselines import pe_capacity
 from .treematch import parse_pe_list
 

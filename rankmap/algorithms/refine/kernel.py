@@ -2,7 +2,7 @@
 
 The Schulz-Traff search is sequential by nature: a swap is taken the moment
 it gains, and the next pair is judged on the changed mapping.  The vectorised
-numpy search in ``refine.py`` has to batch pairs and defer the ones whose
+numpy search in ``swaps.py`` has to batch pairs and defer the ones whose
 neighbourhoods collide, which on small dense graphs costs many re-evaluations
 (about 2e4 pairs/s on a 128-task model); this loop evaluates each pair once,
 exactly, in O(deg(u) + deg(v)) oracle calls, some 100x faster (see

@@ -31,8 +31,8 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
 - ``pairs``: MHT followed by pairwise exchanges (``pairwise_exchange``),
   the paper's PAIRS.
 - ``mesh_auto``: identity, ``curve`` (the given order along a Z-order
-  curve, ``mesh_curve.py``), every heuristic above and ``mesh_bisect``
-  (recursive bisection, ``mesh_bisect.py``); the three of lowest J
+  curve, ``curve.py``), every heuristic above and ``mesh_bisect``
+  (recursive bisection, ``bisect.py``); the three of lowest J
   are each refined (two ways up to 256 tasks, see ``mesh_auto``) and the
   lowest J is kept: rankmap's own method on meshes.  The two refinements search different neighbourhoods:
   swap refinement (``refine.swap_refine``'s search, compiled for meshes in
@@ -56,15 +56,15 @@ from collections import deque
 
 import numpy as np
 
-from ..cost import mapping_cost
-from ..graph import CommGraph
-from ..layout import check_coordinates, infer_coordinates, load_coordinates
-from ..topology.mesh import MeshTopology
-from . import METHODS, register
-from .baselines import pe_capacity
-from .mesh_nearest import FreeNodeTree, SpiralSearch
-from .refine import swap_refine
-from .slots import SlotTable
+from ...cost import mapping_cost
+from ...graph import CommGraph
+from ...layout import check_coordinates, infer_coordinates, load_coordinates
+from ...topology.mesh import MeshTopology
+from .. import METHODS, register
+from ..construct.baselines import pe_capacity
+from .nearest import FreeNodeTree, SpiralSearch
+from ..refine.swaps import swap_refine
+from ..construct.slots import SlotTable, candidate_slots
 
 SEARCHES = {"tree": FreeNodeTree, "spiral": SpiralSearch}
 
@@ -342,7 +342,7 @@ def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, round
     (``mesh_kernel.exchange_rounds``) on meshes and trees, the same search
     as the numpy one below (``_pairwise_exchange_numpy``), which serves the
     other machines."""
-    from .mesh_kernel import exchange_kernel  # numba: imported when used
+    from .kernel import exchange_kernel  # numba: imported when used
 
     kernel = exchange_kernel(topology)
     if graph.n < 2 or kernel is None:
@@ -378,7 +378,7 @@ def _pairwise_exchange_numpy(graph: CommGraph, topology, pe_of_task, *, eps=None
             if lo == hi:
                 continue
             nbr, w = indices[lo:hi], data[lo:hi]
-            cand = _candidate_slots(nbr, w, table, mesh, sym, max_candidates)
+            cand = candidate_slots(nbr, w, table, mesh, sym, max_candidates)
             cand = cand[cand != slot[u]]
             if cand.size == 0:
                 continue
@@ -408,38 +408,3 @@ def _pairwise_exchange_numpy(graph: CommGraph, topology, pe_of_task, *, eps=None
         if not improved:
             break
     return pe
-
-
-def _candidate_slots(nbr, w, table: SlotTable, mesh, sym, limit) -> np.ndarray:
-    """Slots worth trying for a task with neighbours ``nbr`` (bytes ``w``):
-    all when there are at most ``limit``; else around their weighted centre
-    and on the heaviest neighbours' nodes on a mesh, or those of 2-hop
-    neighbours."""
-    pe = table.pe
-    if table.slot_pe.size <= limit:
-        return np.arange(table.slot_pe.size)
-    if mesh is not None:
-        ctr = _weighted_centre(mesh, mesh.node_of_pe(pe[nbr]), w)
-        offs = np.vstack([np.zeros(mesh.ndim, dtype=np.int64),
-                          np.eye(mesh.ndim, dtype=np.int64), -np.eye(mesh.ndim, dtype=np.int64)])
-        pts = ctr + offs
-        ok = np.all(mesh._wrap | ((pts >= 0) & (pts < mesh._dims_arr)), axis=1)
-        heavy = mesh.node_of_pe(pe[nbr[np.argsort(-w, kind="stable")[:4]]])
-        nodes = np.unique(np.concatenate([mesh.node_at(pts[ok]), heavy]))
-        pes = (nodes[:, None] * mesh.cores + np.arange(mesh.cores)[None, :]).ravel()
-        return table.slots_of_pes(pes)[:limit]
-    two_hop = np.unique(np.concatenate([nbr] + [sym.indices[sym.indptr[x]:sym.indptr[x + 1]]
-                                                for x in nbr[np.argsort(-w, kind="stable")[:8]].tolist()]))
-    return np.unique(table.slot[two_hop])[:limit]
-
-
-def _weighted_centre(mesh: MeshTopology, nodes, w) -> np.ndarray:
-    """Grid point at the byte-weighted per-dimension median of ``nodes``:
-    the point minimising sum w * |x - x_i| in each mesh dimension."""
-    c = mesh.node_coords(nodes)
-    out = np.empty(mesh.ndim, dtype=np.int64)
-    for k in range(mesh.ndim):
-        order = np.argsort(c[:, k], kind="stable")
-        cum = np.cumsum(w[order])
-        out[k] = c[order[np.searchsorted(cum, cum[-1] / 2)], k]
-    return out

@@ -53,12 +53,12 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..cost import mapping_cost
-from ..graph import CommGraph
-from ..topology import Topology
-from . import register
+from ...cost import mapping_cost
+from ...graph import CommGraph
+from ...topology import Topology
+from .. import register
 from .baselines import pe_capacity
-from .refine import swap_refine
+from ..refine.swaps import swap_refine
 from .treematch_grouping import (MAX_CANDIDATES, aggregate, extend, group_processes, n_candidates,
                                  refine_partition)
 

@@ -59,8 +59,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # an MPI rank of the rounds needs neither (nor scipy, which CommGraph loads)
-    from ..graph import CommGraph
-    from ..topology import Topology
+    from ...graph import CommGraph
+    from ...topology import Topology
 
 # ------------------------------------------------------------------ PE labels
 

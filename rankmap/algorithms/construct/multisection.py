@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import CommGraph
-from ..mapping import DEFAULT_EPS, balance_report
-from ..topology import Topology
-from . import register
+from ...graph import CommGraph
+from ...mapping import DEFAULT_EPS, balance_report
+from ...topology import Topology
+from .. import register
 from .partition import BACKENDS, mtkahypar_map, partition_graph, repair_balance
 
 

@@ -32,9 +32,9 @@ import types
 import numpy as np
 from numba import njit
 
-from ..topology import Topology
-from ..topology.mesh import MeshTopology
-from . import refine_kernel
+from ...topology import Topology
+from ...topology.mesh import MeshTopology
+from ..refine import kernel as refine_kernel
 
 
 @njit(cache=True, nogil=True)
@@ -83,7 +83,7 @@ def mesh_oracle(mesh: MeshTopology) -> tuple[np.ndarray, np.ndarray]:
 @njit(cache=True, nogil=True)
 def _weighted_median(vals, w):
     """The first of ``vals`` in sorted order (stable) at which the running
-    sum of ``w`` reaches half its total (``mesh_heuristics._weighted_centre``,
+    sum of ``w`` reaches half its total (``construct.slots._weighted_centre``,
     the same sums in the same order)."""
     order = np.argsort(vals, kind="mergesort")
     total = 0.0
@@ -100,7 +100,7 @@ def _weighted_median(vals, w):
 
 @njit(cache=True, nogil=True)
 def _mesh_candidates(nbr, w, pe, coords, dims, wrap, cores, cap, out):
-    """``mesh_heuristics._candidate_slots`` on a mesh, into ``out``
+    """``construct.slots.candidate_slots`` on a mesh, into ``out``
     (truncated at its size): the slots of the nodes on and around the
     byte-weighted median of the neighbours and of the 4 heaviest
     neighbours' nodes, node by node in id order; returns the count."""
@@ -149,7 +149,7 @@ def _mesh_candidates(nbr, w, pe, coords, dims, wrap, cores, cap, out):
 
 @njit(cache=True, nogil=True)
 def _graph_candidates(indptr, indices, nbr, w, slot, mark, stamp, buf, out):
-    """``_candidate_slots`` off a mesh: the slots of the neighbours and of
+    """``candidate_slots`` off a mesh: the slots of the neighbours and of
     the 8 heaviest neighbours' neighbours, lowest slot ids first, into
     ``out`` (truncated at its size); ``mark``/``stamp`` dedupe the tasks
     (``buf`` holds them); returns the count."""
@@ -254,7 +254,7 @@ def exchange_rounds(indptr, indices, w, order, pe, slot, task_of_slot, slot_pe, 
 
 @functools.cache
 def _tree_exchange_rounds():
-    from .refine_kernel import _dist as tree_dist
+    from ..refine.kernel import _dist as tree_dist
 
     return _recompiled(exchange_rounds, _dist=tree_dist)
 
