@@ -24,15 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds, rounds_options,
-                                     symmetric_rows)
+from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds,
+                                                  rounds_options)
 from ..algorithms.refine.swaps import swap_refine
 from ..cost import mapping_cost
 from ..graph import CommGraph
 from ..mapping import validate_mapping
 from .arguments import cart_arguments, dist_graph_arguments
 from .agree import RankmapWarning, ReorderFailed, agreed_arguments, root_step, step, warn_once
-from .exchange import MPIExchange
+from .exchange import MPIExchange, agreed_symmetric_rows
 from .placement import locate
 from .traffic import own_row
 
@@ -297,7 +297,7 @@ def _distributed(comm, row, place, settings):
     rank = comm.Get_rank()
     ex = MPIExchange(comm, comm.Get_size())
     dst, nbytes = row
-    rows = step(comm, "building the traffic rows", symmetric_rows, np.array([rank]),
+    rows = agreed_symmetric_rows(comm, np.array([rank]),
                 np.array([0, len(dst)]), dst, nbytes, ex)
     rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"], replicas=settings["replicas"])
     res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],

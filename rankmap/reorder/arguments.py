@@ -70,7 +70,7 @@ def cart_arguments(size: int, dims, periods, weights):
             w = np.array([np.nan])
         if w.size != len(dims) or not np.all(np.isfinite(w)) or (w < 0).any():
             raise ValueError(f"weights must be {len(dims)} finite non-negative numbers, one per "
-                             f"dimension (got {list(np.ravel(weights))!r})")
+                             f"dimension (got {np.ravel(weights).tolist()!r})")
         weights = w.tolist()
     return dims, periods, weights
 

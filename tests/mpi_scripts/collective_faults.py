@@ -12,7 +12,6 @@ test's timeout fails it.
 
 import contextlib
 import io
-import os
 import shutil
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import rankmap
 import rankmap.reorder.api as api
 import rankmap.reorder.offline as offline
 from rankmap.cli import main as cli_main
+from rankmap.graph import CommGraph
 from rankmap.profile.session import ProfileError, Session
 from rankmap.topology import topology_from_strings
 
@@ -59,7 +59,7 @@ def outcome(fn) -> str:
         info = result.reorder
         result.Free()
         return f"fallback: {info.reason}" if info.fallback else "reordered"
-    return f"returned {result!r}"
+    return result if isinstance(result, str) else f"returned {result!r}"
 
 
 def raising(k, exc):
@@ -108,7 +108,7 @@ def cases(k):
                                                     topology=OTHER if RANK == k else TOPO)
     yield "comm-replicas", "ValueError", comm(traffic=ring_row(), replicas=0 if RANK == k else 2)
     yield "comm-distributed-step", "fallback", lambda: _with(
-        patched(api.SwapRounds, "run", k, RuntimeError("rounds broke")),
+        patched(api.SwapRounds, "contributions", k, RuntimeError("rounds broke")),
         comm(traffic=ring_row(), distributed=True))
     yield "comm-root-map-interrupt", "KeyboardInterrupt" if k == 0 else "reordered", lambda: _with(
         patched(api, "_map_on_root", k, KeyboardInterrupt()), comm(traffic=ring_row()))
@@ -137,11 +137,9 @@ def cases(k):
     yield "dist-graph-negative-weight", "ValueError", lambda: rankmap.reorder_dist_graph(
         WORLD, [(RANK - 1) % SIZE], nbr, [1], [-1] if RANK == k else [1], topology=TOPO, **FAST)
     yield "map-distributed-rounds", "rc=2", lambda: _with(
-        patched(offline.SwapRounds, "run", k, RuntimeError("rounds broke")), _map_cli())
-    yield "map-distributed-rows", "rc=2", lambda: _with(
-        patched(offline, "symmetric_rows", k, ValueError("bad rows")), _map_cli())
-    yield "map-distributed-interrupt", "KeyboardInterrupt", lambda: _with(
-        patched(offline.SwapRounds, "run", k, KeyboardInterrupt()), _map_cli())
+        patched(offline.SwapRounds, "contributions", k, RuntimeError("rounds broke")), _map_cli())
+    yield "map-distributed-nan-row", "ValueError", lambda: offline.map_distributed(
+        *_nan_in_row(k), comm=WORLD, replicas=2)
     if k == 0:  # rank 0 alone reads the input and writes the result
         yield "map-distributed-bad-input", "rc=2", _map_cli(graph=TMP / "missing.edges")
         yield "map-distributed-output-dir", "rc=2", _map_cli(output=TMP)
@@ -162,6 +160,16 @@ def _graph_file() -> Path:
         path.write_text("".join(f"{t} {(t + 1) % SIZE} {100 * (t + 1)}\n" for t in range(SIZE)))
     CHECK.Barrier()
     return path
+
+
+def _nan_in_row(k):
+    """Rank 0's graph with a NaN byte count in the row of task k, which the
+    distributed rounds give to rank k."""
+    if RANK != 0:
+        return None, None
+    nbytes = np.full(SIZE, 10.0)
+    nbytes[k] = np.nan
+    return CommGraph.from_edges(np.arange(SIZE), (np.arange(SIZE) + 1) % SIZE, nbytes, n=SIZE), TOPO
 
 
 def _map_cli(graph=None, output=None):
