@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..cost import evaluate
 from ..formats import read_perm
 from ..mapping import balance_report, validate_mapping
+from . import values
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
                      load_machine, print_comparison)
 
@@ -26,7 +27,7 @@ def add_arguments(p) -> None:
     add_topology_arguments(p)
     p.add_argument("--mapping", required=True, metavar="FILE",
                    help="permutation file: line t = PE of task t")
-    p.add_argument("--eps", type=float, default=None,
+    p.add_argument("--eps", type=values.eps, default=None,
                    help="balance tolerance when tasks outnumber PEs (default 0.03)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

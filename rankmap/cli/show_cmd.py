@@ -8,6 +8,8 @@ import warnings
 
 import numpy as np
 
+from . import values
+
 NAME = "show"
 HELP = "summarise a recorded trace (optionally plot its communication matrix)"
 ORDER = 40
@@ -15,7 +17,7 @@ ORDER = 40
 
 def add_arguments(p) -> None:
     p.add_argument("trace", help="a .rmtrace.npz file, a rank part, or a .parts directory")
-    p.add_argument("--top", type=int, default=10, help="how many of the heaviest pairs to list")
+    p.add_argument("--top", type=values.count(0), default=10, help="how many of the heaviest pairs to list")
     p.add_argument("--kind", default="all", choices=["p2p", "collective", "rma", "all"],
                    help="traffic the pair list and plot use (default all)")
     p.add_argument("--phase", default=None, help="restrict the pair list and plot to one phase")

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 
+from . import values
+
 NAME = "topo"
 HELP = "show the machine tree (hwloc XML, this machine, a cluster)"
 ORDER = 40
@@ -49,7 +51,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--level-distances", metavar="KIND=D,...",
                         help="override the default distance of node levels, e.g. core=2,package=20")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--max-lines", type=int, default=200, metavar="N",
+    parser.add_argument("--max-lines", type=values.count(1), default=200, metavar="N",
                         help="longest tree printed (default 200 lines)")
 
 

@@ -26,6 +26,7 @@ from mpi4py import MPI
 
 from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds,
                                                   rounds_options)
+from ..algorithms.options import check_options
 from ..algorithms.refine.swaps import swap_refine
 from ..cost import mapping_cost
 from ..graph import CommGraph
@@ -156,9 +157,13 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     copy (random swaps of a tenth of the tasks), descend again and keep the
     result where J fell (iterated local search): never a higher J than
     without kicks, each kick costs another descent's rounds.
-    ``replicas`` must be an integer >= 1 and ``kicks`` >= 0 on every rank;
+    ``replicas`` must be an integer >= 1 and ``kicks`` >= 0 on every rank,
+    and ``options`` keys options of some method (``algorithms.options``);
     otherwise every rank raises the same ``ValueError`` (a caller's mistake,
-    not a failure to fall back from).
+    not a failure to fall back from).  ``topology=`` given on some ranks only
+    is a failure (fallback) on every rank.  A ``traffic`` function that
+    raises ``SystemExit`` or ``KeyboardInterrupt`` on any rank stops every
+    rank the same way (see ``agree``).
 
     The settings of rank 0 are used on every rank.  Returns a
     ``ReorderedComm`` (an ``Intracomm``) with ``.reorder`` saying what
@@ -168,6 +173,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     start = time.perf_counter()
     rank, size = comm.Get_rank(), comm.Get_size()
     replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
+    agreed_arguments(comm, check_options, options or {})
     settings = comm.bcast(dict(method=method, refine=refine, distributed=distributed, seed=seed,
                                max_rounds=max_rounds, min_improvement=min_improvement,
                                replicas=replicas, kicks=kicks, options=options or {}), root=0)

@@ -11,7 +11,26 @@ names.
 
 from __future__ import annotations
 
+import math
+
+from ..limits import MAX_PES
 from .tree import Topology, TreeNode
+
+
+def check_levels(arities, distances, what: str = "hierarchy") -> tuple[list[int], list[float]]:
+    """Arities (integers >= 1, at most ``MAX_PES`` PEs in all) and distances
+    (finite, >= 0), one per level: checked before any tree is built."""
+    if len(arities) != len(distances):
+        raise ValueError(f"{what}: {len(arities)} levels but {len(distances)} distances")
+    if any(not float(a).is_integer() or a < 1 for a in arities):
+        raise ValueError(f"{what}: every level needs an integer arity >= 1, got {list(arities)}")
+    arities = [int(a) for a in arities]
+    if math.prod(arities) > MAX_PES:
+        raise ValueError(f"{what}: {':'.join(map(str, arities))} makes {math.prod(arities)} PEs, "
+                         f"more than rankmap handles ({MAX_PES})")
+    if any(not math.isfinite(d) or d < 0 for d in distances):
+        raise ValueError(f"{what}: distances must be finite and >= 0, got {list(distances)}")
+    return arities, [float(d) for d in distances]
 
 
 def _split_numbers(text: str, what: str, cast) -> list:
@@ -26,8 +45,6 @@ def _split_numbers(text: str, what: str, cast) -> list:
 def parse_hierarchy(hierarchy: str, distances: str | None = None) -> tuple[list[int], list[float]]:
     """Parse ``"4:16:8"`` and ``"1:10:100"`` into lists, checking both."""
     arities = _split_numbers(hierarchy, "hierarchy", int)
-    if any(a < 1 for a in arities):
-        raise ValueError(f"hierarchy {hierarchy!r}: every level needs an arity >= 1")
     if distances is None:
         dists = [float(10 ** i) for i in range(len(arities))]
     else:
@@ -36,9 +53,8 @@ def parse_hierarchy(hierarchy: str, distances: str | None = None) -> tuple[list[
         raise ValueError(
             f"hierarchy {hierarchy!r} has {len(arities)} levels but distances {distances!r} "
             f"has {len(dists)}")
-    if any(d < 0 for d in dists):
-        raise ValueError(f"distances {distances!r}: must be non-negative")
-    return arities, dists
+    return check_levels(arities, dists, f"hierarchy {hierarchy!r} distances {distances!r}"
+                        if distances is not None else f"hierarchy {hierarchy!r}")
 
 
 def _fmt(x: float) -> str:
@@ -51,10 +67,7 @@ def format_hierarchy(arities, distances) -> tuple[str, str]:
 
 def hierarchy_topology(arities, distances, host_prefix: str = "node") -> Topology:
     """Build the regular tree of a uniform hierarchy (innermost level first)."""
-    arities = [int(a) for a in arities]
-    distances = [float(d) for d in distances]
-    if len(arities) != len(distances):
-        raise ValueError("hierarchy and distances need the same number of levels")
+    arities, distances = check_levels(list(arities), [float(d) for d in distances])
     counter = [0]
 
     def build(level: int) -> TreeNode:
@@ -99,8 +112,6 @@ def from_tleaf(text: str) -> tuple[list[int], list[float]]:
         raise ValueError(
             f"tleaf with {levels} levels needs {2 * levels} numbers after the level count, "
             f"got {len(values)}")
-    arities = [int(values[2 * i]) for i in range(levels)][::-1]
+    arities = [values[2 * i] for i in range(levels)][::-1]
     dists = [values[2 * i + 1] for i in range(levels)][::-1]
-    if any(a < 1 for a in arities):
-        raise ValueError(f"tleaf arities must be >= 1: {text.strip()!r}")
-    return arities, dists
+    return check_levels(arities, dists, "tleaf")
