@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import math
 
-#: seeds are C ints: Mt-KaHyPar's and KaHIP's seed arguments take no more
-MAX_SEED = (1 << 31) - 1
+#: seeds are 63-bit: numpy's generators take them, the partitioners' C-int
+#: seeds are folded from them
+MAX_SEED = (1 << 63) - 1
 #: imbalance beyond this is meaningless (every task fits on one PE long before)
 MAX_EPS = 1e6
 
@@ -47,7 +48,7 @@ def number(low: float, high: float = math.inf, *, above: bool = False):
 
 
 def seed(text: str) -> int:
-    """A seed in 0..2^31 - 1."""
+    """A seed in 0..2^63 - 1."""
     try:
         value = int(text)
     except ValueError:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 
 import numpy as np
 
-from ..limits import MAX_INT, MAX_TASKS
+from ..limits import MAX_INT, MAX_TASKS, check_readable
 
 __all__ = ["MAX_INT", "MAX_TASKS", "FormatError", "check_number", "declared_size", "check_ids",
            "check_readable"]
@@ -76,15 +75,6 @@ def check_ids(path, ids, what: str = "rank") -> None:
                           "handles")
 
 
-def check_readable(path: str) -> None:
-    """A regular file or a directory: a device (``/dev/zero``) or a pipe
-    would be read forever."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise FormatError(f"{path}: not a regular file (a device or pipe cannot be read as input)")
 
 
 def _apply_weights(values: np.ndarray, weights: str, path) -> np.ndarray:
