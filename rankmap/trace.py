@@ -11,8 +11,10 @@ File convention: ``NAME.rmtrace.npz``, a plain numpy ``.npz`` (zip of
                     (model), ``mpi`` (library, version), ``argv``, ``program``.
 ``ranks``           the COMM_WORLD ranks this file covers (int64)
 ``rank_host``       host id of each covered rank (index into ``hosts``)
-``rank_status``     status id: complete, error, signal, exit, flushed (the
-                    last periodic flush of a rank that never finished)
+``rank_status``     status id: complete (the rank's finished marker), error,
+                    signal, exit, flushed (the last periodic flush of a rank
+                    that never finished: its data stops at ``rank_t_end``),
+                    started (nothing flushed since the start)
 ``rank_t_start``, ``rank_t_end``   Unix times per covered rank
 ``binding_ptr``, ``binding_cpus``  CSR list of each covered rank's CPU set
 ``{kind}_src``, ``{kind}_dst``, ``{kind}_phase``, ``{kind}_bytes``,
@@ -44,7 +46,9 @@ VERSION = 1
 SUFFIX = ".rmtrace.npz"
 PARTS_SUFFIX = ".parts"
 KINDS = ("p2p", "collective", "rma")
-STATUSES = ("complete", "error", "signal", "exit", "flushed")
+STATUSES = ("complete", "error", "signal", "exit", "flushed", "started")
+#: statuses of a rank that did not finish (no finished marker, killed unawares)
+UNFINISHED = ("flushed", "started")
 _FIELDS = ("src", "dst", "phase", "bytes", "msgs")
 _MARKER = "rankmap_trace"
 
@@ -259,59 +263,158 @@ def missing_report(trace: Trace) -> str:
             f"their sends are missing from the graph")
 
 
+#: a member may expand to at most this many times the file's size (DEFLATE
+#: reaches about 1000x on runs of zeros: a zip bomb), or this many bytes
+MAX_EXPANSION, MIN_EXPANSION_CAP = 200, 512 << 20
+
+
 def _read_file(path: Path) -> Trace:
     if not path.exists():
         raise OSError(f"{path}: no such trace file")
+    if not path.is_file():
+        raise ValueError(f"{path}: not a regular file")
     try:
-        z = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        with zipfile.ZipFile(path) as z:
+            names = {n.removesuffix(".npy"): n for n in z.namelist()}
+            if _MARKER not in names:
+                raise ValueError(f"{path}: not a rankmap trace (no {_MARKER!r} member)")
+            cap = max(MIN_EXPANSION_CAP, MAX_EXPANSION * path.stat().st_size)
+            total = sum(z.getinfo(n).file_size for n in names.values())
+            if total > cap:
+                raise ValueError(f"{path}: members expand to {total} bytes from a {path.stat().st_size}"
+                                 f"-byte file (more than {cap}): refused as a zip bomb")
+            marker = _member(path, z, names[_MARKER])
+            try:
+                meta = json.loads(marker.tobytes().decode())
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ValueError(f"{path}: corrupt trace metadata ({exc})") from None
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+                raise ValueError(f"{path}: format {got!r} is not {FORMAT!r}")
+            version = meta.get("version", 0)
+            if not isinstance(version, int) or version > VERSION:
+                raise ValueError(f"{path}: trace version {version!r} is newer than this "
+                                 f"rankmap reads ({VERSION}); upgrade rankmap")
+            a = {k: _member(path, z, n) for k, n in names.items() if k != _MARKER}
+    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
         raise ValueError(f"{path}: not a rankmap trace ({exc})") from None
-    with z:
-        if _MARKER not in z.files:
-            raise ValueError(f"{path}: not a rankmap trace (no {_MARKER!r} member)")
-        try:
-            meta = json.loads(z[_MARKER].tobytes().decode())
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path}: corrupt trace metadata ({exc})") from None
-        if meta.get("format") != FORMAT:
-            raise ValueError(f"{path}: format {meta.get('format')!r} is not {FORMAT!r}")
-        if int(meta.get("version", 0)) > VERSION:
-            raise ValueError(f"{path}: trace version {meta['version']} is newer than this "
-                             f"rankmap reads ({VERSION}); upgrade rankmap")
-        try:
-            a = {k: z[k] for k in z.files if k != _MARKER}
-        except (ValueError, OSError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{path}: corrupt trace ({exc})") from None
     try:
-        return _build(meta, a, str(path))
+        trace = _build(_checked_meta(meta, path), a, str(path))
     except KeyError as exc:
         raise ValueError(f"{path}: trace lacks member {exc}") from None
+    # a part whose rank never finished is complete up to its last flush,
+    # which touches the file when nothing changed
+    mtime = path.stat().st_mtime
+    for r, i in trace.info.items():
+        if i.status in UNFINISHED and mtime > i.t_end:
+            trace.info[r] = i._replace(t_end=mtime)
+    return trace
+
+
+def _member(path: Path, z: zipfile.ZipFile, name: str) -> np.ndarray:
+    """One ``.npy`` member, its declared shape checked against its stored
+    size before anything is allocated (never unpickled)."""
+    fmt = np.lib.format
+    size = z.getinfo(name).file_size
+    try:
+        with z.open(name) as fh:
+            version = fmt.read_magic(fh)
+            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, _fortran, dtype = read_header(fh)
+            if dtype.hasobject:
+                raise ValueError("holds Python objects (never unpickled)")
+            declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if declared > size:
+                raise ValueError(f"declares {declared} bytes but stores {size}")
+        with z.open(name) as fh:
+            return fmt.read_array(fh, allow_pickle=False)
+    except ValueError as exc:
+        raise ValueError(f"{path}: member {name!r} {exc}") from None
+
+
+def _field(path, name, value, kind, *, optional=False):
+    """``value`` of metadata field ``name`` if it is a ``kind`` (a list of
+    str for ``"strings"``), else one error naming the trace and the field."""
+    if value is None and optional:
+        return value
+    ok = (all(isinstance(x, str) for x in value) if isinstance(value, list) else False) \
+        if kind == "strings" else isinstance(value, kind) and not isinstance(value, bool)
+    if not ok:
+        want = "a list of strings" if kind == "strings" else f"a {getattr(kind, '__name__', kind)}"
+        raise ValueError(f"{path}: metadata field {name!r} must be {want}, not "
+                         f"{json.dumps(value)[:60]}")
+    return value
+
+
+def _checked_meta(meta: dict, path) -> dict:
+    from .limits import MAX_TASKS
+
+    n = _field(path, "nranks", meta.get("nranks"), int)
+    if not 0 <= n <= MAX_TASKS:
+        raise ValueError(f"{path}: metadata field 'nranks' must be 0..{MAX_TASKS}, not {n}")
+    _field(path, "phases", meta.get("phases"), "strings")
+    _field(path, "hosts", meta.get("hosts"), "strings")
+    _field(path, "statuses", meta.get("statuses"), "strings", optional=True)
+    _field(path, "argv", meta.get("argv"), "strings", optional=True)
+    for name in ("program", "collectives"):
+        _field(path, name, meta.get(name), str, optional=True)
+    _field(path, "mpi", meta.get("mpi"), dict, optional=True)
+    xml = _field(path, "host_topology_xml", meta.get("host_topology_xml"), dict, optional=True)
+    for h, x in (xml or {}).items():
+        if x is not None and not isinstance(x, str):
+            raise ValueError(f"{path}: metadata field 'host_topology_xml' of host {h!r} must be "
+                             "XML text or null")
+    return meta
+
+
+def _array(path, a, name, length=None, *, integer=True, low=None, high=None) -> np.ndarray:
+    """Member ``name``: 1-D, of ``length``, integer (or finite) values in low..high."""
+    v = a[name]
+    if v.ndim != 1 or (length is not None and v.size != length):
+        raise ValueError(f"{path}: member {name!r} must hold {length} values, not shape {v.shape}")
+    if integer and v.size and v.dtype.kind not in "iu":
+        raise ValueError(f"{path}: member {name!r} must hold integers, not {v.dtype}")
+    if not integer and v.size and (v.dtype.kind not in "iuf" or not np.all(np.isfinite(v))):
+        raise ValueError(f"{path}: member {name!r} must hold finite numbers")
+    if v.size and ((low is not None and v.min() < low) or (high is not None and v.max() > high)):
+        raise ValueError(f"{path}: member {name!r} holds values outside {low}..{high}")
+    return v
 
 
 def _build(meta: dict, a: dict, source: str) -> Trace:
-    n = int(meta["nranks"])
-    ranks = a["ranks"].astype(np.int64)
-    if ranks.size and (ranks.min() < 0 or ranks.max() >= n):
-        raise ValueError(f"{source}: rank ids outside 0..{n - 1}")
-    hosts_list, statuses = meta["hosts"], meta.get("statuses", list(STATUSES))
-    ptr, cpus = a["binding_ptr"], a["binding_cpus"]
+    n = meta["nranks"]
+    hosts_list, statuses = meta["hosts"], meta.get("statuses") or list(STATUSES)
+    ranks = _array(source, a, "ranks", low=0, high=n - 1).astype(np.int64)
+    if np.unique(ranks).size != ranks.size:
+        raise ValueError(f"{source}: member 'ranks' names a rank twice")
+    r_count = ranks.size
+    host = _array(source, a, "rank_host", r_count, low=-1, high=len(hosts_list) - 1)
+    status = _array(source, a, "rank_status", r_count, low=0, high=len(statuses) - 1)
+    t0 = _array(source, a, "rank_t_start", r_count, integer=False)
+    t1 = _array(source, a, "rank_t_end", r_count, integer=False)
+    cpus = _array(source, a, "binding_cpus", low=0)
+    ptr = _array(source, a, "binding_ptr", r_count + 1, low=0, high=cpus.size)
+    if ptr.size and (ptr[0] != 0 or ptr[-1] != cpus.size or np.any(np.diff(ptr) < 0)):
+        raise ValueError(f"{source}: member 'binding_ptr' is not an index into 'binding_cpus'")
     info = {}
     for i, r in enumerate(ranks.tolist()):
-        h = int(a["rank_host"][i])
+        h = int(host[i])
         info[r] = RankInfo(hosts_list[h] if h >= 0 else None, cpus[ptr[i]:ptr[i + 1]].tolist(),
-                           statuses[int(a["rank_status"][i])], float(a["rank_t_start"][i]),
-                           float(a["rank_t_end"][i]))
+                           statuses[int(status[i])], float(t0[i]), float(t1[i]))
     edges = {}
     for kind in KINDS:
-        e = {f: a[f"{kind}_{f}"] for f in _FIELDS}
-        e = {"src": e["src"].astype(np.int64), "dst": e["dst"].astype(np.int64),
-             "phase": e["phase"].astype(np.int32), "bytes": e["bytes"].astype(np.float64),
-             "msgs": e["msgs"].astype(np.int64)}
-        bad = (e["src"] < -1) | (e["src"] >= n) | (e["dst"] < -1) | (e["dst"] >= n)
-        if bad.any() or (e["phase"].size and (e["phase"].min() < 0 or e["phase"].max() >= len(meta["phases"]))):
-            raise ValueError(f"{source}: {kind} traffic names ranks or phases that do not exist")
+        count = a[f"{kind}_src"].size
+        e = {"src": _array(source, a, f"{kind}_src", count, low=-1, high=n - 1).astype(np.int64),
+             "dst": _array(source, a, f"{kind}_dst", count, low=-1, high=n - 1).astype(np.int64),
+             "phase": _array(source, a, f"{kind}_phase", count, low=0,
+                             high=len(meta["phases"]) - 1).astype(np.int32),
+             "bytes": _array(source, a, f"{kind}_bytes", count, integer=False,
+                             low=0).astype(np.float64),
+             "msgs": _array(source, a, f"{kind}_msgs", count, low=0).astype(np.int64)}
         edges[kind] = e
-    xml = {h: x for h, x in (meta.get("host_topology_xml") or {}).items()}
+    xml = dict(meta.get("host_topology_xml") or {})
     keep = {k: v for k, v in meta.items() if k not in ("hosts", "host_topology_xml", "phases", "statuses")}
     return Trace(n, edges, list(meta["phases"]), info, xml, keep, source)
 

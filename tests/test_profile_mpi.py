@@ -68,7 +68,7 @@ def test_rank_that_raises_aborts_and_leaves_part_files(tmp_path):
     assert not out.exists()
     trace = read_trace(parts)
     assert trace.status[2] == "error"
-    assert trace.status[0] == trace.status[1] == trace.status[3] == "flushed"  # killed by the abort
+    assert trace.status[0] == trace.status[1] == trace.status[3] == "started"  # killed by the abort
     # the failing rank wrote what it sent before it raised
     assert trace.graph("p2p").bytes[2, 3] == 800
 

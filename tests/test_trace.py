@@ -59,7 +59,7 @@ def test_parts_directory_reports_missing_ranks_by_number(tmp_path):
     assert t.graph().total_bytes == 20
     code = cli(["merge", str(parts)])
     assert code == 0 and out.exists()
-    assert cli(["merge", str(parts), "-o", str(tmp_path / "s.rmtrace.npz"), "--strict"]) == 1
+    assert cli(["merge", str(parts), "-o", str(tmp_path / "s.rmtrace.npz"), "--strict"]) == 2
 
 
 def test_merge_rejects_duplicates_and_other_runs():

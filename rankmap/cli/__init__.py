@@ -28,8 +28,15 @@ class UserError(Exception):
     """A problem the user can fix; printed as one line."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad options are one line naming the option (exit 2), not a usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rankmap", description=DESCRIPTION,
+    parser = _Parser(prog="rankmap", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     from .. import __version__
 

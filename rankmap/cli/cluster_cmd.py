@@ -19,7 +19,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from . import UserError
+from . import UserError, values
 from ..emulate import (ClusterError, ClusterSpec, EmulatedCluster, check_hydra, list_clusters,
                        load_cluster, teardown)
 
@@ -31,11 +31,11 @@ ORDER = 80
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = sub.add_parser("up", help="build a cluster that stays up until 'down'; prints its name")
-    up.add_argument("--nodes", type=int, required=True, help="number of nodes (namespaces)")
-    up.add_argument("--slots", type=int, default=2, help="ranks per node in block order (default 2)")
+    up.add_argument("--nodes", type=values.count(1), required=True, help="number of nodes (namespaces)")
+    up.add_argument("--slots", type=values.count(1), default=2, help="ranks per node in block order (default 2)")
     up.add_argument("--bandwidth", default="200mbit",
                     help="rate of each node's link, each direction (tc units; default 200mbit)")
-    up.add_argument("--racks", type=int, default=1,
+    up.add_argument("--racks", type=values.count(1), default=1,
                     help="split the nodes into this many racks under a top switch (default 1)")
     up.add_argument("--rack-bandwidth", default=None,
                     help="rate of each rack uplink (default: --bandwidth)")

@@ -16,7 +16,7 @@ from ..graph import CommGraph
 from ..topology import (Topology, hierarchy_topology, load_topology, mesh_topology_from_spec,
                         parse_hierarchy, topology_from_strings)
 from ..topology.hosts import expand_nodelist, parse_hostfile, slurm_job_slots
-from . import UserError
+from . import UserError, values
 
 
 def add_graph_arguments(parser) -> None:
@@ -54,7 +54,7 @@ def add_topology_arguments(parser) -> None:
                         "any format rankmap.topology.load_topology reads")
     g.add_argument("--mesh", metavar="DIMS", help="mesh of nodes, e.g. 8x8 or 8x8x8 (distance = hops)")
     g.add_argument("--torus", metavar="DIMS", help="torus of nodes, e.g. 16x32x32 (hops with wrap-around)")
-    g.add_argument("--cores", type=int, default=None, metavar="N",
+    g.add_argument("--cores", type=values.count(1), default=None, metavar="N",
                    help="PEs per node of --mesh/--torus (default 1)")
     h = parser.add_argument_group(
         "hosts (with these, --hierarchy or --topology describe ONE node; default node: the "

@@ -15,6 +15,7 @@ from ..algorithms import map_tasks
 from ..cost import evaluate
 from ..formats import read_graph, write_all_launch_files
 from ..topology import load_topology
+from . import values
 from .common import print_comparison, print_relaunch
 
 NAME = "demo"
@@ -26,7 +27,7 @@ def add_arguments(p) -> None:
                    help="where to write the launch files (default: ./rankmap-demo)")
     p.add_argument("--method", default="auto", metavar="METHOD",
                    help="mapping method (default auto; `rankmap map --methods` lists them)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=values.seed, default=0)
 
 
 def bundled(name: str) -> str:

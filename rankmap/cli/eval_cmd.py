@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..cost import evaluate
 from ..formats import read_perm
 from ..mapping import balance_report, validate_mapping
+from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
                      load_machine, print_comparison)
 
@@ -26,7 +27,7 @@ def add_arguments(p) -> None:
     add_topology_arguments(p)
     p.add_argument("--mapping", required=True, metavar="FILE",
                    help="permutation file: line t = PE of task t")
-    p.add_argument("--eps", type=float, default=None,
+    p.add_argument("--eps", type=values.eps, default=None,
                    help="balance tolerance when tasks outnumber PEs (default 0.03)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -35,7 +36,10 @@ def run(args) -> int:
     graph = load_graph(args)
     topology, _ = load_machine(args, graph_source=args.input)
     pe = read_perm(args.mapping)
-    validate_mapping(pe, graph, topology, eps=args.eps)
+    try:
+        validate_mapping(pe, graph, topology, eps=args.eps)
+    except ValueError as exc:  # the mapping file is what is wrong: name it
+        raise UserError(f"{args.mapping}: {exc}") from None
     from ..algorithms import map_tasks
 
     identity = map_tasks(graph, topology, method="identity", eps=args.eps).pe_of_task

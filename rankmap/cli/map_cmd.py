@@ -22,9 +22,10 @@ import sys
 import numpy as np
 
 from ..algorithms import METHODS, map_tasks
+from ..algorithms.options import check_options
 from ..cost import evaluate
 from ..formats import LAUNCH_FORMATS, write_all_launch_files, write_launch_file
-from . import UserError
+from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
                      load_machine, print_comparison, print_relaunch, recorded_program)
 
@@ -40,16 +41,16 @@ def add_arguments(p) -> None:
                    help="mapping method (default: auto, the best J of the strongest methods); "
                         "--methods lists them")
     p.add_argument("--methods", action=ListMethods, help="list the mapping methods and exit")
-    p.add_argument("--seed", type=int, default=0, help="random seed (results are deterministic per seed)")
-    p.add_argument("--eps", type=float, default=None,
+    p.add_argument("--seed", type=values.seed, default=0, help="random seed (results are deterministic per seed)")
+    p.add_argument("--eps", type=values.eps, default=None,
                    help="allowed imbalance for many tasks per PE (default 0.03 when tasks > PEs)")
     p.add_argument("--objective", default="sum", choices=["sum", "bottleneck"],
                    help="sum: J, the bytes x distance total (default); bottleneck: then lower the "
                         "most loaded link by swap refinement (Langguth, Schlag & Schulz)")
-    p.add_argument("--comm-factor", type=float, default=None, metavar="F",
+    p.add_argument("--comm-factor", type=values.number(0.0), default=None, metavar="F",
                    help="report the makespan max(max PE load, F x most loaded link), vertex "
                         "weights as computation")
-    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--time-limit", type=values.seconds, default=None, metavar="SECONDS",
                    help="time budget for methods that search (auto, refinement)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="method-specific option, repeatable (e.g. --option backend=kahip)")
@@ -65,31 +66,17 @@ def add_arguments(p) -> None:
     p.add_argument("--distributed", action="store_true",
                    help="run under mpiexec -n P: --method on rank 0 is the start, then swap "
                         "refinement spread over the P ranks (rank 0 reports)")
-    p.add_argument("--replicas", type=_count(1), default=None, metavar="N",
+    p.add_argument("--replicas", type=values.count(1), default=None, metavar="N",
                    help="with --distributed only: independent copies of the problem every round "
                         "carries (default 8); each breaks ties its own way and the best copy wins. "
                         "More copies: the best of N local optima, at N times the local work and "
                         "message volume per round (the number of collectives stays the same, so "
                         "where latency dominates a round costs about the same); 1: one plain run")
-    p.add_argument("--kicks", type=_count(0), default=None, metavar="N",
+    p.add_argument("--kicks", type=values.count(0), default=None, metavar="N",
                    help="with --distributed only: after the rounds converge, N times perturb "
                         "every copy (random swaps of a tenth of the tasks), run the rounds again "
                         "and keep the result where J fell (default 0). Never a higher J; each "
                         "kick costs about one more descent's rounds")
-
-
-def _count(least: int):
-    """argparse type: an integer >= ``least``."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < least:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}")
-        return value
-
-    return parse
 
 
 class ListMethods(argparse.Action):
@@ -116,7 +103,10 @@ def parse_options(pairs: list[str]) -> dict:
             raise UserError(f"--option expects KEY=VALUE, got {pair!r}")
         key, value = pair.split("=", 1)
         out[key.strip().replace("-", "_")] = _typed(value.strip())
-    return out
+    try:
+        return check_options(out)
+    except ValueError as exc:
+        raise UserError(f"--option: {exc}") from None
 
 
 def _typed(value: str):
@@ -182,9 +172,11 @@ def _run_distributed(args) -> int:
               if value is not None}  # else map_distributed's defaults
     mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
                               comm=comm, **rounds, **options)
-    if mapping is None:  # ranks other than 0: rank 0 reports
-        return 0
-    return _report(args, graph, topology, recorded, mapping)
+    try:  # rank 0 reports; a failure there (an unwritable -o) is every rank's exit status
+        return root_step(comm, "writing the result", _report, args, graph, topology, recorded,
+                         mapping)
+    except ReorderFailed as exc:
+        raise UserError(str(exc)) from None
 
 
 def _report(args, graph, topology, recorded, mapping) -> int:

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from . import UserError
+from . import UserError, values
 from .common import add_collectives_argument
 
 NAME = "show"
@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
                    choices=["auto", "trace", "otf2", "mpip", "dumpi", "liballprof"],
                    help="trace format (default: detect)")
     add_collectives_argument(p)
-    p.add_argument("--top", type=int, default=10, help="how many of the heaviest pairs to list")
+    p.add_argument("--top", type=values.count(0), default=10, help="how many of the heaviest pairs to list")
     p.add_argument("--kind", default="all", choices=["p2p", "collective", "rma", "all"],
                    help="traffic the pair list and plot use (default all)")
     p.add_argument("--phase", default=None, help="restrict the pair list and plot to one phase")

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import sys
 
+from . import values
+
 NAME = "topo"
 HELP = "show the machine tree (hwloc XML, this machine, a cluster)"
 ORDER = 40
@@ -57,7 +59,7 @@ def add_arguments(parser) -> None:
                         help="write the machine found: hwloc XML for one node, a cluster file "
                              "(plus one XML per distinct node) for several; rankmap map "
                              "--topology FILE reads it back")
-    parser.add_argument("--max-lines", type=int, default=200, metavar="N",
+    parser.add_argument("--max-lines", type=values.count(1), default=200, metavar="N",
                         help="longest tree printed (default 200 lines)")
 
 

@@ -1,10 +1,25 @@
-"""What every graph reader shares: the error type and number parsing."""
+"""What every graph reader shares: the error type, number parsing and the
+checks of what a file declares.
+
+Hostile or broken input gives one ``FormatError`` naming the file and line:
+numbers must be finite (no NaN, Inf or 1e400), integers must fit int64, and a
+size a header declares (vertices, entries, ranks) must be at most
+``MAX_TASKS`` and at most what the file's length can hold, checked before
+anything of that size is allocated.
+"""
 
 from __future__ import annotations
 
+import math
+import os
 import re
 
 import numpy as np
+
+from ..limits import MAX_INT, MAX_TASKS, check_readable
+
+__all__ = ["MAX_INT", "MAX_TASKS", "FormatError", "check_number", "declared_size", "check_ids",
+           "check_readable"]
 
 
 class FormatError(ValueError):
@@ -17,10 +32,49 @@ def _err(path, line_no, msg) -> FormatError:
 
 
 def _numbers(path, line_no, text, cast=float) -> list:
+    """The numbers on a line: finite floats (``cast=float``) or integers
+    within int64 (``cast=int``)."""
     try:
-        return [cast(t) for t in re.split(r"[,\s]+", text.strip()) if t]
+        values = [cast(t) for t in re.split(r"[,\s]+", text.strip()) if t]
     except ValueError:
-        raise _err(path, line_no, f"expected numbers, got {text.strip()[:60]!r}") from None
+        kind = "numbers (integers)" if cast is int else "numbers"
+        raise _err(path, line_no, f"expected {kind}, got {text.strip()[:60]!r}") from None
+    for v in values:
+        check_number(path, line_no, v)
+    return values
+
+
+def check_number(path, line_no, value, what: str = "value"):
+    """``value`` if it is finite (and, for an integer, within int64)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _err(path, line_no, f"{what} {value!r} is not a finite number")
+    if isinstance(value, int) and abs(value) > MAX_INT:
+        raise _err(path, line_no, f"{what} {value} is too large")
+    return value
+
+
+def declared_size(path, line_no, what: str, value: int, *, bytes_each: int = 1,
+                  most: int = MAX_TASKS) -> int:
+    """A count a file declares, checked against ``most`` and against what
+    the file can hold (each item takes at least ``bytes_each`` bytes; 0: no
+    room needed)."""
+    if value < 0:
+        raise _err(path, line_no, f"{what} {value} is negative")
+    if value > most:
+        raise _err(path, line_no, f"{what} {value} is more than rankmap handles ({most})")
+    if bytes_each and os.path.isfile(path) and value > os.path.getsize(path) // bytes_each + 1:
+        raise _err(path, line_no, f"{what} {value} cannot fit in a file of {os.path.getsize(path)} "
+                                  "bytes")
+    return value
+
+
+def check_ids(path, ids, what: str = "rank") -> None:
+    """Task ids a file names: at most ``MAX_TASKS - 1``."""
+    if len(ids) and max(ids) >= MAX_TASKS:
+        raise FormatError(f"{path}: {what} {max(ids)} is beyond the {MAX_TASKS} tasks rankmap "
+                          "handles")
+
+
 
 
 def _apply_weights(values: np.ndarray, weights: str, path) -> np.ndarray:

@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from ..graph import CommGraph
-from .common import _err, _num
+from .common import MAX_TASKS, FormatError, _err, _num, check_number
 
 
 def read_edge_list(path: str) -> CommGraph:
@@ -24,14 +24,21 @@ def read_edge_list(path: str) -> CommGraph:
                 raise _err(path, no, f"expected 'src dst bytes [messages]', got {len(fields)} fields")
             try:
                 s, d = int(fields[0]), int(fields[1])
-                b = float(fields[2])
-                c = float(fields[3]) if len(fields) == 4 else np.nan
-            except ValueError:
+                b = check_number(path, no, float(fields[2]), "byte count")
+                c = check_number(path, no, float(fields[3]), "message count") if len(fields) == 4 \
+                    else np.nan
+            except ValueError as exc:
+                if isinstance(exc, FormatError):
+                    raise
                 raise _err(path, no, f"expected integer ranks and numeric bytes: {text[:60]!r}") from None
             if s < 0 or d < 0:
                 raise _err(path, no, "ranks must be >= 0 (edge lists are 0-based)")
+            if max(s, d) >= MAX_TASKS:
+                raise _err(path, no, f"rank {max(s, d)} is beyond the {MAX_TASKS} tasks rankmap handles")
             if b < 0:
                 raise _err(path, no, "negative byte count")
+            if len(fields) == 4 and (c < 0 or not c.is_integer()):
+                raise _err(path, no, f"message count {fields[3]!r} is not a whole number >= 0")
             src.append(s), dst.append(d), nbytes.append(b), msgs.append(c)
     if not src:
         raise _err(path, 0, "no edges")

@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from ..topology import Topology
+from .common import FormatError, check_number, check_readable
 
 LAUNCH_FORMATS = ["perm", "mpich", "hydra", "openmpi", "slurm"]
 # the file names ``--as all -o DIR`` (and the demo) write, one per format
@@ -100,15 +101,19 @@ def write_all_launch_files(pe_of_task, topology: Topology, directory) -> dict[st
 def read_perm(path: str) -> np.ndarray:
     """Read a plain permutation file (one PE per line; ``#`` comments)."""
     values = []
-    with open(path, encoding="utf-8") as fh:
+    check_readable(path)
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
         for no, line in enumerate(fh, 1):
             text = line.split("#", 1)[0].strip()
             if not text:
                 continue
             try:
-                values.append(int(text))
-            except ValueError:
-                raise ValueError(f"{path}:{no}: expected one integer PE per line, got {text[:40]!r}") from None
+                values.append(check_number(path, no, int(text), "PE"))
+            except ValueError as exc:
+                if isinstance(exc, FormatError):
+                    raise
+                raise FormatError(f"{path}:{no}: expected one integer PE per line, got "
+                                  f"{text[:40]!r}") from None
     if not values:
         raise ValueError(f"{path}: empty mapping file")
     return np.asarray(values, dtype=np.int64)

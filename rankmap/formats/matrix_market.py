@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import CommGraph
-from .common import _apply_weights, _err, _numbers
+from .common import MAX_INT, MAX_TASKS, _apply_weights, _err, _numbers, declared_size
 
 
 def read_matrix_market(path: str, weights: str = "values") -> CommGraph:
@@ -31,7 +31,8 @@ def read_matrix_market(path: str, weights: str = "values") -> CommGraph:
         if layout == "array":
             if len(size) != 2 or size[0] != size[1]:
                 raise _err(path, no, f"array matrix must be square 'rows cols', got {size}")
-            n = size[0]
+            n = declared_size(path, no, "array matrix size", size[0])
+            declared_size(path, no, "array matrix values", n * n, bytes_each=2, most=MAX_TASKS ** 2)
             vals = np.array([_numbers(path, no + i + 1, line)[0] for i, line in
                              enumerate(line for line in fh if line.strip())])
             if vals.size != n * n:
@@ -43,6 +44,8 @@ def read_matrix_market(path: str, weights: str = "values") -> CommGraph:
         rows, cols, nnz = size
         if rows != cols:
             raise _err(path, no, f"communication matrix must be square, got {rows} x {cols}")
+        declared_size(path, no, "rows", rows, bytes_each=0)  # rows without entries take no room
+        declared_size(path, no, "nnz", nnz, bytes_each=4, most=MAX_INT)  # 'i j\n' per entry
         src = np.empty(nnz, dtype=np.int64)
         dst = np.empty(nnz, dtype=np.int64)
         val = np.ones(nnz)
@@ -53,11 +56,12 @@ def read_matrix_market(path: str, weights: str = "values") -> CommGraph:
                 continue
             if k >= nnz:
                 raise _err(path, no, f"more entries than nnz = {nnz}")
-            f = _numbers(path, no, line)
+            tokens = line.split()
             need = 2 if field == "pattern" else 3
-            if len(f) < need:
-                raise _err(path, no, f"entry needs {need} numbers, got {len(f)}")
-            i, j = int(f[0]), int(f[1])
+            if len(tokens) < need:
+                raise _err(path, no, f"entry needs {need} numbers, got {len(tokens)}")
+            i, j = _numbers(path, no, " ".join(tokens[:2]), int)  # 1.5 is no index
+            f = [i, j, *_numbers(path, no, " ".join(tokens[2:need]))]
             if not (1 <= i <= rows and 1 <= j <= cols):
                 raise _err(path, no, f"index ({i}, {j}) outside 1..{rows}")
             src[k], dst[k] = i - 1, j - 1

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ..graph import CommGraph
-from .common import FormatError, _data_lines, _err, _numbers
+from .common import MAX_INT, FormatError, _data_lines, _err, _numbers, declared_size
 
 
 def read_metis(path: str) -> CommGraph:
@@ -29,12 +29,16 @@ def read_metis(path: str) -> CommGraph:
             n, m = int(head[0]), int(head[1])
         except ValueError:
             raise _err(path, hno, f"METIS header must start with integers n m, got {htext.strip()!r}") from None
+        declared_size(path, hno, "METIS header: n =", n)  # a vertex line takes >= 1 byte
+        declared_size(path, hno, "METIS header: m =", m, bytes_each=4, most=MAX_INT)
         fmt = head[2] if len(head) > 2 else "0"
         if not re.fullmatch(r"[01]{1,3}", fmt):
             raise _err(path, hno, f"METIS fmt must be 0, 1, 10, 11, 100, 101, 110 or 111, got {fmt!r}")
         fmt = fmt.zfill(3)
         has_size, has_vw, has_ew = fmt[0] == "1", fmt[1] == "1", fmt[2] == "1"
-        ncon = int(head[3]) if len(head) > 3 else (1 if has_vw else 0)
+        ncon = _numbers(path, hno, head[3], int)[0] if len(head) > 3 else (1 if has_vw else 0)
+        if has_vw and not 1 <= ncon <= 64:
+            raise _err(path, hno, f"METIS ncon must be 1..64, got {ncon}")
         if len(head) > 3 and not has_vw:
             raise _err(path, hno, "METIS ncon given but fmt has no vertex weights")
         src, dst, wts = [], [], []

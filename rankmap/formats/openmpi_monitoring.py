@@ -8,7 +8,7 @@ import os
 import re
 
 from ..graph import CommGraph
-from .common import FormatError, _err
+from .common import FormatError, _err, check_ids
 
 
 _OMPI_LINE = re.compile(r"^([EI])\t(\d+)\t(\d+)\t(\d+) bytes\t(\d+) msgs sent")
@@ -48,5 +48,6 @@ def read_ompi_monitoring(path: str, include_internal: bool = False) -> CommGraph
                 nbytes.append(float(m.group(4))), msgs.append(float(m.group(5)))
     if not src:
         raise FormatError(f"{path}: no point-to-point lines (E/I) in the monitoring output")
+    check_ids(path, [max(src), max(dst), *ranks])
     n = max(max(src), max(dst), *ranks) + 1
     return CommGraph.from_edges(src, dst, nbytes, n=n, messages=msgs)

@@ -33,7 +33,7 @@ import re
 from ..graph import CommGraph
 from . import dumpi, liballprof, mpip
 from . import otf2 as otf2_reader
-from .common import FormatError
+from .common import FormatError, check_readable
 from .dense import read_dense, write_dense
 from .edge_list import read_edge_list, write_edge_list
 from .eztrace import EZTRACE_SIZE, read_eztrace
@@ -141,6 +141,18 @@ def read_graph(path: str, fmt: str = "auto", weights: str = "values",
     path = os.fspath(path)
     if not os.path.exists(path) and fmt != "ompi":
         raise FileNotFoundError(f"{path}: no such file")
+    check_readable(path)
+    try:
+        g = _read(path, fmt, weights, include_internal, traffic, collectives)
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}: not a text file (byte {exc.start} is not UTF-8); give its "
+                          f"format with --format ({', '.join(GRAPH_FORMATS)})") from None
+    g.name = g.name or os.path.basename(path.rstrip("/"))
+    return g
+
+
+def _read(path: str, fmt: str, weights: str, include_internal: bool, traffic: str,
+          collectives: str) -> CommGraph:
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt in RECORDED_FORMATS:
@@ -159,7 +171,6 @@ def read_graph(path: str, fmt: str = "auto", weights: str = "values",
         g = read_eztrace(path)
     else:
         raise ValueError(f"unknown graph format {fmt!r}; choose from auto, {', '.join(GRAPH_FORMATS)}")
-    g.name = g.name or os.path.basename(path.rstrip("/"))
     return g
 
 

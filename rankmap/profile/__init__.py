@@ -44,23 +44,28 @@ def _session():
 
 
 def start(comm=None, *, collectives: str = "tree", output=None, topology: bool = True,
-          flush_interval: float = 10.0, write_at_exit: bool = True):
+          flush_interval: float | None = None, write_at_exit: bool = True):
     """Begin recording (collective over COMM_WORLD) and return the recording
     version of ``comm`` (default: COMM_WORLD).
 
     After this call ``MPI.COMM_WORLD`` and every communicator derived from it
     record.  ``output``: the trace file written by ``finish()`` (by default at
     interpreter exit when ``write_at_exit``); default ``rankmap.rmtrace.npz``.
-    Calling ``start`` again only wraps ``comm``.
+    Calling ``start`` again only wraps ``comm``.  ``flush_interval``: seconds
+    between rewrites of this rank's part file when its counters changed (a
+    rank killed without warning loses at most that much; default
+    ``session.FLUSH_INTERVAL``; 0: only at the end, on SIGTERM or an error).
+    Raises ``ProfileError`` on every rank when ``output`` cannot be written.
     """
     global _SESSION
     from . import wrappers
 
     if _SESSION is None:
-        from .session import Session
+        from .session import FLUSH_INTERVAL, Session
 
         _SESSION = Session(output or "rankmap.rmtrace.npz", collectives=collectives,
-                           topology=topology, flush_interval=flush_interval,
+                           topology=topology,
+                           flush_interval=FLUSH_INTERVAL if flush_interval is None else flush_interval,
                            program=sys.argv[0] if sys.argv else "")
         wrappers.install(_SESSION.recorder, pcontrol=_pcontrol)
         _SESSION.install_signal_handler()
@@ -140,8 +145,15 @@ def finish():
 def _finish_at_exit():
     from mpi4py import MPI
 
+    from .session import ProfileError
+
     if _SESSION is not None and not _SESSION.finished and not MPI.Is_finalized():
-        path = _SESSION.finish()
+        try:
+            path = _SESSION.finish()
+        except ProfileError as exc:  # the same on every rank: said by rank 0
+            if _SESSION.rank == 0:
+                print(exc, file=sys.stderr)
+            return
         if path is not None:
             print(f"rankmap.profile: trace written to {path}", file=sys.stderr)
 

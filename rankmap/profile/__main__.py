@@ -7,6 +7,7 @@ instead of hanging it, exit codes propagate).
 
 from __future__ import annotations
 
+import math
 import os
 import runpy
 import sys
@@ -25,15 +26,17 @@ options:
   --paused                 start paused; the program calls MPI.Pcontrol(1) or
                            rankmap.profile.resume() to begin
   --no-topology            do not record the hosts' hwloc topology
-  --flush-interval SEC     rewrite the per-rank part files every SEC seconds
-                           (default 10; 0 = only at exit/SIGTERM/error)
+  --flush-interval SEC     rewrite a rank's part file every SEC seconds when its
+                           counters changed (default 1: a rank killed without
+                           warning loses at most its last SEC seconds; 0 = only
+                           at exit/SIGTERM/error)
   -h, --help               show this help
 """
 
 
 def parse(argv: list[str]) -> tuple[dict, str, str, list[str]]:
     opts = {"output": None, "collectives": "tree", "phase": None, "paused": False,
-            "topology": True, "flush_interval": 10.0}
+            "topology": True, "flush_interval": None}
     i = 0
     valued = {"-o": "output", "--output": "output", "--collectives": "collectives",
               "--phase": "phase", "--flush-interval": "flush_interval"}
@@ -54,7 +57,7 @@ def parse(argv: list[str]) -> tuple[dict, str, str, list[str]]:
                 value = argv[i + 1]
                 i += 1
             key = valued[name]
-            opts[key] = float(value) if key == "flush_interval" else value
+            opts[key] = flush_interval(value) if key == "flush_interval" else value
         elif arg == "--paused":
             opts["paused"] = True
         elif arg == "--no-topology":
@@ -65,6 +68,17 @@ def parse(argv: list[str]) -> tuple[dict, str, str, list[str]]:
             return opts, "path", arg, argv[i + 1:]
         i += 1
     raise SystemExit(f"rankmap.profile: no program given\n{USAGE}")
+
+
+def flush_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not math.isfinite(value) or value < 0:
+        raise SystemExit(f"rankmap.profile: --flush-interval must be a finite number of seconds "
+                         f">= 0, not {text!r}")
+    return value
 
 
 def default_output(kind: str, target: str) -> str:
@@ -92,11 +106,17 @@ def main(argv=None) -> int:
     from mpi4py import MPI
 
     from . import _session, start, wrappers
+    from .session import ProfileError
 
     if opts["collectives"] not in ("none", "root", "tree", "ring"):
         raise SystemExit(f"rankmap.profile: unknown collective model {opts['collectives']!r}")
-    start(collectives=opts["collectives"], output=opts["output"] or default_output(kind, target),
-          topology=opts["topology"], flush_interval=opts["flush_interval"], write_at_exit=False)
+    try:
+        start(collectives=opts["collectives"], output=opts["output"] or default_output(kind, target),
+              topology=opts["topology"], flush_interval=opts["flush_interval"], write_at_exit=False)
+    except ProfileError as exc:  # agreed: every rank stops, rank 0 says why
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(exc, file=sys.stderr)
+        return 2
     session = _session()
     session.meta["argv"] = [target, *args]
     session.meta["program"] = target
@@ -125,7 +145,12 @@ def main(argv=None) -> int:
         if not MPI.Is_finalized():
             world.Abort(1)
         return 1
-    path = session.finish()
+    try:
+        path = session.finish()
+    except ProfileError as exc:  # agreed: every rank exits 1, rank 0 says why
+        if session.rank == 0:
+            print(exc, file=sys.stderr)
+        return 1
     if path is not None:
         print(f"rankmap.profile: trace written to {path}", file=sys.stderr)
     return 0

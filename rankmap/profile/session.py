@@ -1,12 +1,18 @@
 """A profiling session of one rank: counters, metadata, part files, the merge.
 
-Crash safety without communication: every rank writes its own part file when
-the session starts, again every ``flush_interval`` seconds from a daemon
-thread (MPICH kills the other ranks with SIGKILL when one aborts, so a file
-written at death is not an option), on SIGTERM, on an exception, and at the
-end.  At a clean end rank 0 gathers every rank's record over a private
-duplicate of COMM_WORLD and writes the merged trace; the parts are removed
-once merged.
+Crash safety without communication: every rank keeps its own part file
+(``rankmap.trace`` format, written atomically: temp file + rename).  It is
+written when the session starts (status ``started``), by a daemon thread every
+``flush_interval`` seconds *when the counters changed* since the last write
+(status ``flushed``, its end time is the time the data is complete up to), on
+SIGTERM, on an exception, and at the end (status ``complete``: the rank's
+finished marker).  MPICH kills the other ranks with SIGKILL when one dies, so
+nothing can be written at death: what a killed rank loses is what it sent in
+the last ``flush_interval`` seconds (plus one write).  At a clean end rank 0
+gathers every rank's record over a private duplicate of COMM_WORLD and writes
+the merged trace; the parts are removed once merged.  Every step of the end is
+agreed: a rank that cannot produce its record, or a merged trace that cannot
+be written, is an error on every rank (``ProfileError``), the parts stay.
 """
 
 from __future__ import annotations
@@ -20,11 +26,31 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 from mpi4py import MPI
 
 from .. import trace as tracefmt
 from . import wrappers
 from .recorder import Recorder
+
+#: seconds between part-file flushes (written only when the counters changed)
+FLUSH_INTERVAL = 1.0
+
+
+class ProfileError(RuntimeError):
+    """The profiler could not start or write its trace (same message on every rank)."""
+
+
+def output_problem(output: Path) -> str | None:
+    """Why the trace cannot be written to ``output`` (None when it can)."""
+    if output.is_dir():
+        return f"{output} is a directory: give a trace file name (e.g. run.rmtrace.npz)"
+    parent = output.parent
+    if not parent.is_dir():
+        return f"{parent} (the directory of {output.name}) does not exist"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write in {parent}"
+    return None
 
 
 def host_topology_xml() -> str | None:
@@ -53,10 +79,13 @@ class Session:
     """Profiling state of this rank; ``finish()`` ends it (collectively)."""
 
     def __init__(self, output, *, collectives: str = "tree", topology: bool = True,
-                 flush_interval: float = 10.0, argv=None, program: str = ""):
+                 flush_interval: float = FLUSH_INTERVAL, argv=None, program: str = ""):
         world = wrappers.original("COMM_WORLD")
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.output = Path(output).resolve()
+        problem = world.bcast(output_problem(self.output) if self.rank == 0 else None, root=0)
+        if problem is not None:
+            raise ProfileError(f"rankmap.profile: {problem}")
         self.recorder = Recorder(self.size, self.rank, collectives)
         self._private = world.Dup()  # the profiler's own traffic never mixes with the program's
         self.host = socket.gethostname()
@@ -72,9 +101,11 @@ class Session:
         self.t_start = time.time()
         self.finished = False
         self._lock = threading.Lock()
+        self._written = None  # (phases, edges) of the last part written
+        self._write_failed = False
         self.part = tracefmt.part_path(self.output, self.rank)
         self.part.parent.mkdir(parents=True, exist_ok=True)
-        self.write_part("flushed")
+        self.write_part("started")
         self._private.Barrier()  # every rank has a part file before the program runs
         self._stop = threading.Event()
         if flush_interval and flush_interval > 0:
@@ -85,20 +116,34 @@ class Session:
             self._thread = None
 
     # --------------------------------------------------------------- parts
-    def own_trace(self, status: str) -> tracefmt.Trace:
+    def own_trace(self, status: str, edges=None) -> tracefmt.Trace:
         info = tracefmt.RankInfo(self.host, self.binding, status, self.t_start, time.time())
-        return tracefmt.Trace(self.size, self.recorder.edges(), list(self.recorder.phases),
-                              {self.rank: info},
+        return tracefmt.Trace(self.size, self.recorder.edges() if edges is None else edges,
+                              list(self.recorder.phases), {self.rank: info},
                               {self.host: self.xml} if self.xml is not None else {},
                               dict(self.meta), str(self.part))
 
     def write_part(self, status: str) -> None:
+        """Write this rank's part; a periodic flush (``flushed``) writes only
+        when the counters changed since the last write, so an idle or
+        finished-talking rank costs nothing."""
         with self._lock:
+            edges, phases = self.recorder.edges(), list(self.recorder.phases)
+            if status == "flushed" and self._written is not None and _same_edges(
+                    self._written, (phases, edges)):
+                try:  # nothing new: the mtime says the data is complete up to now
+                    os.utime(self.part)
+                except OSError:
+                    pass
+                return
             try:
-                self.own_trace(status).write(self.part)
-            except OSError as exc:  # a full disk must not kill the program
-                print(f"rankmap.profile: rank {self.rank}: cannot write {self.part}: {exc}",
-                      file=sys.stderr)
+                self.own_trace(status, edges).write(self.part)
+                self._written = (phases, edges)
+            except Exception as exc:  # noqa: BLE001 - a full disk must not kill the program
+                if not self._write_failed:  # said once per rank, not at every flush
+                    print(f"rankmap.profile: rank {self.rank}: cannot write {self.part}: {exc}",
+                          file=sys.stderr)
+                self._write_failed = True
 
     def _flush_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
@@ -136,6 +181,9 @@ class Session:
 
         Returns the merged trace's path on rank 0 (None elsewhere).  When the
         program finalized MPI itself, rank 0 waits for the other part files.
+        Raises ``ProfileError`` on every rank when a rank's record or the
+        merged trace could not be made (the part files stay for
+        ``rankmap merge``).
         """
         if self.finished:
             return None
@@ -144,17 +192,31 @@ class Session:
         self.write_part("complete")
         if MPI.Is_finalized():
             return self._merge_files() if self.rank == 0 else None
-        mine = self.own_trace("complete")
-        parts = self._private.gather(mine, root=0)
-        path = None
+        mine, error = None, None
+        try:
+            mine = self.own_trace("complete")
+        except Exception as exc:  # noqa: BLE001 - agreed below, never a rank left waiting
+            error = f"rank {self.rank}: {type(exc).__name__}: {exc}"
+        parts = self._private.gather((mine, error), root=0)
+        path, verdict = None, None
         if self.rank == 0:
-            merged = tracefmt.merge_traces(parts)
-            merged.source = str(self.output)
-            merged.write(self.output)
-            shutil.rmtree(self.part.parent, ignore_errors=True)
-            path = self.output
-        self._private.Barrier()  # nobody exits (and MPI finalizes) before the trace exists
+            try:
+                failed = [e for _t, e in parts if e is not None]
+                if failed:
+                    raise RuntimeError(failed[0])
+                merged = tracefmt.merge_traces([t for t, _e in parts])
+                merged.source = str(self.output)
+                merged.write(self.output)
+                shutil.rmtree(self.part.parent, ignore_errors=True)
+                path = self.output
+            except Exception as exc:  # noqa: BLE001 - agreed below
+                verdict = (f"rankmap.profile: the trace {self.output} was not written ({exc}); "
+                           f"the per-rank parts stay in {self.part.parent} (rankmap merge)")
+        # every rank learns the verdict; nobody exits (and MPI finalizes) before the trace exists
+        verdict = self._private.bcast(verdict, root=0)
         self._private.Free()
+        if verdict is not None:
+            raise ProfileError(verdict)
         return path
 
     def _merge_files(self, timeout: float = 60.0) -> Path | None:
@@ -173,3 +235,10 @@ class Session:
         if done:
             shutil.rmtree(self.part.parent, ignore_errors=True)
         return self.output
+
+
+def _same_edges(a, b) -> bool:
+    """True when two (phases, edges) snapshots hold the same counts."""
+    if a[0] != b[0]:
+        return False
+    return all(np.array_equal(a[1][k][f], b[1][k][f]) for k in a[1] for f in a[1][k])

@@ -3,14 +3,21 @@
 A step runs its local work on every rank, then the ranks agree on the verdict
 with one allreduce before anyone goes on.  If it failed anywhere, every rank
 raises ``ReorderFailed`` carrying the message of the lowest failing rank, so
-all ranks fall back the same way and print the same warning.  Steps must do
-only local work (or collectives that already agree on failure, like the swap
-rounds): a rank that raised before a collective the others entered would
-leave them waiting.
+all ranks fall back the same way.  Steps must do only local work (or
+collectives that already agree on failure, like the swap rounds): a rank that
+raised before a collective the others entered would leave them waiting.
+
+An interruption (``SystemExit``, ``KeyboardInterrupt``: anything that is not
+an ``Exception``) is agreed the same way and then raised on every rank: the
+rank where it happened re-raises its own, the others raise ``SystemExit`` with
+the same exit status (a string status becomes 1) or ``KeyboardInterrupt``.  A
+program that asked to stop on one rank stops on all of them instead of
+leaving the others in the next collective.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from mpi4py import MPI
 
 
@@ -26,40 +33,67 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def agree_on_failure(comm, error: str | None) -> None:
-    """Collective: raise ``ReorderFailed`` on every rank when ``error`` is set
-    on any rank (the lowest failing rank's message)."""
-    size = comm.Get_size()
-    first = comm.allreduce(comm.Get_rank() if error is not None else size, op=MPI.MIN)
-    if first < size:
-        raise ReorderFailed(comm.bcast(error, root=first))
+def _stop_signal(exc: BaseException):
+    """What the other ranks raise for ``exc``: ("exit", status) or ("interrupt", None)."""
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        return "exit", code if code is None or isinstance(code, int) else 1
+    return "interrupt", None
+
+
+def agree_on_failure(comm, error: str | None, interrupt: BaseException | None = None) -> None:
+    """Collective: raise ``interrupt`` (see the module docstring) on every
+    rank when any rank has one, else ``ReorderFailed`` on every rank when
+    ``error`` is set on any rank (the lowest failing rank's message)."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    mine = np.array([rank if interrupt is not None else size, rank if error is not None else size],
+                    dtype=np.int64)
+    first = np.empty_like(mine)
+    comm.Allreduce(mine, first, op=MPI.MIN)
+    if first[0] < size:
+        kind, code = comm.bcast(_stop_signal(interrupt) if rank == first[0] else None,
+                                root=int(first[0]))
+        if interrupt is not None:
+            raise interrupt
+        raise SystemExit(code) if kind == "exit" else KeyboardInterrupt()
+    if first[1] < size:
+        raise ReorderFailed(comm.bcast(error, root=int(first[1])))
 
 
 def step(comm, what: str, fn, *args, **kwargs):
     """Run ``fn`` on every rank; agree whether it worked everywhere."""
-    result, error = None, None
+    result, error, interrupt = None, None, None
     try:
         result = fn(*args, **kwargs)
     except ReorderFailed as exc:
         error = str(exc)
     except Exception as exc:  # noqa: BLE001 - any failure must reach every rank
         error = f"{what} failed on rank {comm.Get_rank()}: {describe(exc)}"
-    agree_on_failure(comm, error)
+    except BaseException as exc:  # noqa: BLE001 - agreed, then raised on every rank
+        interrupt = exc
+    agree_on_failure(comm, error, interrupt)
     return result
 
 
 def root_step(comm, what: str, fn, *args, root: int = 0, **kwargs):
     """Run ``fn`` on ``root`` only; every rank learns whether it worked.
     Returns its result on ``root``, None elsewhere."""
-    result, error = None, None
+    result, error, interrupt = None, None, None
     if comm.Get_rank() == root:
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001
             error = f"{what} failed on rank {root}: {describe(exc)}"
-    error = comm.bcast(error, root=root)
-    if error is not None:
-        raise ReorderFailed(error)
+        except BaseException as exc:  # noqa: BLE001 - agreed, then raised on every rank
+            interrupt = exc
+    verdict = comm.bcast((error, None if interrupt is None else _stop_signal(interrupt)), root=root)
+    if verdict[1] is not None:
+        if interrupt is not None:
+            raise interrupt
+        kind, code = verdict[1]
+        raise SystemExit(code) if kind == "exit" else KeyboardInterrupt()
+    if verdict[0] is not None:
+        raise ReorderFailed(verdict[0])
     return result
 
 
@@ -72,18 +106,43 @@ def same_everywhere(comm, what: str, value: float) -> None:
                             "value on every rank")
 
 
-def agreed_arguments(comm, check, *args):
+def agreed_arguments(comm, check, *args, same: str | None = None):
     """Collective: ``check(*args)`` on every rank (it raises on a bad
-    argument, else returns the checked values).  A bad argument on any rank
-    raises ``ValueError`` on every rank with the lowest such rank's message,
-    so a caller's mistake is an error everywhere, never a rank left waiting."""
+    argument, else returns the checked values as plain Python data).  With
+    ``same`` (what the values are, for the message) the checked values must
+    also equal rank 0's.  A bad argument on any rank raises ``ValueError`` on
+    every rank with the lowest such rank's message, so a caller's mistake is
+    an error everywhere, never a rank left waiting."""
+    rank = comm.Get_rank()
     result, error = None, None
     try:
         result = check(*args)
     except Exception as exc:  # noqa: BLE001 - any failure must reach every rank
-        error = f"{exc} (on rank {comm.Get_rank()})"
+        error = f"{exc} (on rank {rank})"
+    if same is not None:
+        reference = comm.bcast(result if error is None else None, root=0)
+        if error is None and reference is not None and result != reference:
+            error = (f"{same} differ between ranks: {result!r} on rank {rank}, {reference!r} on "
+                     "rank 0; pass the same on every rank")
     try:
         agree_on_failure(comm, error)
     except ReorderFailed as exc:
         raise ValueError(str(exc)) from None
     return result
+
+
+def warn_once(comm, message: str | None, category=RankmapWarning, stacklevel: int = 3) -> None:
+    """Collective: one warning per job instead of one per rank.  Rank 0
+    warns with the message of the lowest rank that has one and the number of
+    ranks concerned."""
+    import warnings
+
+    count = comm.allreduce(int(message is not None), op=MPI.SUM)
+    if not count:
+        return
+    size = comm.Get_size()
+    first = comm.allreduce(comm.Get_rank() if message is not None else size, op=MPI.MIN)
+    text = comm.bcast(message, root=first) if first != 0 else message
+    if comm.Get_rank() == 0:
+        concerned = f"all {size} ranks" if count == size else f"{count} of {size} ranks"
+        warnings.warn(f"{text} ({concerned})", category, stacklevel=stacklevel)

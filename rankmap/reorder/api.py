@@ -24,14 +24,16 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds, rounds_options,
-                                     symmetric_rows)
+from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds,
+                                                  rounds_options)
+from ..algorithms.options import check_options
 from ..algorithms.refine.swaps import swap_refine
 from ..cost import mapping_cost
 from ..graph import CommGraph
 from ..mapping import validate_mapping
-from .agree import RankmapWarning, ReorderFailed, agreed_arguments, root_step, step
-from .exchange import MPIExchange
+from .arguments import cart_arguments, dist_graph_arguments
+from .agree import RankmapWarning, ReorderFailed, agreed_arguments, root_step, step, warn_once
+from .exchange import MPIExchange, agreed_symmetric_rows
 from .placement import locate
 from .traffic import own_row
 
@@ -155,9 +157,13 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     copy (random swaps of a tenth of the tasks), descend again and keep the
     result where J fell (iterated local search): never a higher J than
     without kicks, each kick costs another descent's rounds.
-    ``replicas`` must be an integer >= 1 and ``kicks`` >= 0 on every rank;
+    ``replicas`` must be an integer >= 1 and ``kicks`` >= 0 on every rank,
+    and ``options`` keys options of some method (``algorithms.options``);
     otherwise every rank raises the same ``ValueError`` (a caller's mistake,
-    not a failure to fall back from).
+    not a failure to fall back from).  ``topology=`` given on some ranks only
+    is a failure (fallback) on every rank.  A ``traffic`` function that
+    raises ``SystemExit`` or ``KeyboardInterrupt`` on any rank stops every
+    rank the same way (see ``agree``).
 
     The settings of rank 0 are used on every rank.  Returns a
     ``ReorderedComm`` (an ``Intracomm``) with ``.reorder`` saying what
@@ -167,15 +173,19 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     start = time.perf_counter()
     rank, size = comm.Get_rank(), comm.Get_size()
     replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
+    agreed_arguments(comm, check_options, options or {})
     settings = comm.bcast(dict(method=method, refine=refine, distributed=distributed, seed=seed,
                                max_rounds=max_rounds, min_improvement=min_improvement,
                                replicas=replicas, kicks=kicks, options=options or {}), root=0)
     source = "given" if topology is not None else "discovered"
     try:
-        row = step(comm, "reading the traffic", lambda: own_row(
-            _resolve_traffic(comm, traffic), rank, size))
+        with warnings.catch_warnings(record=True) as caught:  # e.g. a trace missing ranks
+            warnings.simplefilter("always")
+            row = step(comm, "reading the traffic", lambda: own_row(
+                _resolve_traffic(comm, traffic), rank, size))
+        warn_once(comm, f"rankmap.reorder_comm: {caught[0].message}" if caught else None)
         place = locate(comm, topology, network)
-        if place.warning:
+        if place.warning and rank == 0:  # known on every rank: said once per job
             warnings.warn(f"rankmap.reorder_comm: {place.warning}", RankmapWarning, stacklevel=2)
         use_distributed = settings["distributed"]
         if use_distributed is None:
@@ -186,8 +196,9 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
             key, info = _centralised(comm, row, place, settings)
     except ReorderFailed as exc:
         reason = str(exc)
-        warnings.warn(f"rankmap.reorder_comm: {reason}; keeping the original rank order",
-                      RankmapWarning, stacklevel=2)
+        if rank == 0:  # the same reason on every rank: said once per job
+            warnings.warn(f"rankmap.reorder_comm: {reason}; keeping the original rank order "
+                          f"(all {size} ranks)", RankmapWarning, stacklevel=2)
         info = ReorderInfo(True, reason, "none", "", float("nan"), float("nan"), rank, rank,
                            topology=source, time_s=time.perf_counter() - start)
         return _wrap(ReorderedComm, comm.Dup(), comm, info)
@@ -292,7 +303,7 @@ def _distributed(comm, row, place, settings):
     rank = comm.Get_rank()
     ex = MPIExchange(comm, comm.Get_size())
     dst, nbytes = row
-    rows = step(comm, "building the traffic rows", symmetric_rows, np.array([rank]),
+    rows = agreed_symmetric_rows(comm, np.array([rank]),
                 np.array([0, len(dst)]), dst, nbytes, ex)
     rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"], replicas=settings["replicas"])
     res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
@@ -344,12 +355,12 @@ def reorder_cart(comm=None, dims=(0, 0), periods=None, *, weights=None,
     """``Create_cart(dims, periods, reorder=True)`` that really reorders:
     ranks are placed for nearest-neighbour traffic (``weights[d]`` bytes per
     neighbour along dimension d), then the Cartesian communicator is built
-    on the new order.  Zeros in ``dims`` are filled by ``MPI.Compute_dims``."""
+    on the new order.  Zeros in ``dims`` are filled by ``MPI.Compute_dims``.
+    ``dims``, ``periods`` and ``weights`` that do not fit, or differ between
+    ranks, raise the same ``ValueError`` on every rank."""
     comm = MPI.COMM_WORLD if comm is None else comm
-    dims = MPI.Compute_dims(comm.Get_size(), list(dims))
-    periods = [False] * len(dims) if periods is None else [bool(p) for p in periods]
-    if int(np.prod(dims)) != comm.Get_size() or len(periods) != len(dims):
-        raise ValueError(f"dims {dims} / periods {periods} do not fit {comm.Get_size()} ranks")
+    dims, periods, weights = agreed_arguments(comm, cart_arguments, comm.Get_size(), dims, periods,
+                                              weights, same="reorder_cart's dims, periods and weights")
     base = reorder_comm(comm, traffic=lambda: cart_row(dims, periods, comm.Get_rank(), weights),
                         **kwargs)
     try:
@@ -365,21 +376,21 @@ def reorder_dist_graph(comm, sources, destinations, sourceweights=None, destweig
     and gets the neighbours right: this rank's outgoing edges (weights =
     bytes, 1 each when absent) are its traffic; after reordering each process
     gets the adjacency of the role it now plays, whose ranks are new ranks.
-    Weights given for one direction only get weight 1 in the other."""
+    Weights given for one direction only get weight 1 in the other.  A
+    neighbour that is not a rank of ``comm``, or weights that are not one
+    non-negative integer per neighbour, on any rank raise the same
+    ``ValueError`` on every rank."""
     comm = MPI.COMM_WORLD if comm is None else comm
-    dst = np.asarray(destinations, dtype=np.int64)
-    unweighted = destweights is None or destweights is MPI.UNWEIGHTED
-    w = np.ones(len(dst)) if unweighted else np.asarray(destweights, dtype=np.float64)
-    base = reorder_comm(comm, traffic=(dst, w), **kwargs)
+    src, dst, sw, dw = agreed_arguments(comm, dist_graph_arguments, comm.Get_size(), sources,
+                                        destinations, sourceweights, destweights)
+    base = reorder_comm(comm, traffic=(np.asarray(dst, dtype=np.int64),
+                                       np.ones(len(dst)) if dw is None else np.asarray(dw, dtype=np.float64)),
+                        **kwargs)
     try:
-        def plain(weights):  # MPI.UNWEIGHTED does not survive pickling
-            return None if weights is None or weights is MPI.UNWEIGHTED else list(weights)
-
-        sw, dw = plain(sourceweights), plain(destweights)
         if (sw is None) != (dw is None):  # MPI wants both or neither
-            sw = [1] * len(sources) if sw is None else sw
-            dw = [1] * len(destinations) if dw is None else dw
-        src, dsts, sw, dw = base.carry((list(sources), list(destinations), sw, dw))
+            sw = [1] * len(src) if sw is None else sw
+            dw = [1] * len(dst) if dw is None else dw
+        src, dsts, sw, dw = base.carry((src, dst, sw, dw))
         graph = base.Create_dist_graph_adjacent(src, dsts, sourceweights=sw, destweights=dw,
                                                 info=MPI.INFO_NULL if info is None else info,
                                                 reorder=False)

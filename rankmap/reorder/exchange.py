@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.distributed.swap_rounds import block_owner
+from ..algorithms.distributed.swap_rounds import block_owner, check_out_rows, symmetric_rows
+from .agree import step
 
 
 class MPIExchange:
@@ -57,3 +58,11 @@ class MPIExchange:
         """Collective: the message of the lowest rank that has one."""
         first = self.comm.allreduce(self.rank if message is not None else self.size, op=MPI.MIN)
         return None if first == self.size else self.comm.bcast(message, root=first)
+
+
+def agreed_symmetric_rows(comm, tasks, indptr, cols, nbytes, ex: MPIExchange):
+    """Collective ``symmetric_rows``: the rows are checked on every rank and
+    the verdict agreed before its exchange, so bad rows on one rank (a NaN
+    byte count, a destination out of range) fail on every rank."""
+    step(comm, "checking the traffic rows", check_out_rows, cols, nbytes, ex.n_tasks)
+    return step(comm, "building the traffic rows", symmetric_rows, tasks, indptr, cols, nbytes, ex)

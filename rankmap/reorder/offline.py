@@ -16,10 +16,10 @@ import numpy as np
 from mpi4py import MPI
 
 from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, Labels, SwapRounds, block_tasks,
-                                     rounds_options, rows_of_graph, symmetric_rows)
+                                     rounds_options, rows_of_graph)
 from ..mapping import Mapping, validate_mapping
 from .agree import ReorderFailed, agreed_arguments, root_step, step
-from .exchange import MPIExchange
+from .exchange import MPIExchange, agreed_symmetric_rows
 
 
 def _blocks_on_root(graph, topology, pe_of_task, size: int) -> list:
@@ -57,7 +57,7 @@ def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
     del blocks
     ex = MPIExchange(comm, n)
     tasks = block_tasks(rank, n, size)
-    rows = step(comm, "building the traffic rows", symmetric_rows, tasks, indptr, cols, nbytes, ex)
+    rows = agreed_symmetric_rows(comm, tasks, indptr, cols, nbytes, ex)
     rounds = SwapRounds(rows, Labels.unpack(packed, levels), ex, seed=seed, replicas=replicas,
                         **swap_options)
     res = step(comm, "distributed refinement", rounds.run, max_rounds=max_rounds,

@@ -21,7 +21,7 @@ from mpi4py import MPI
 
 from ..algorithms.distributed.swap_rounds import Labels
 from ..topology import Topology, TreeNode
-from .agree import root_step, same_everywhere, step
+from .agree import ReorderFailed, root_step, same_everywhere, step
 
 
 @dataclass
@@ -46,8 +46,15 @@ class Placement:
 
 
 def locate(comm, topology=None, network=None) -> Placement:
-    """Collective: the slot topology and this rank's label."""
-    if topology is not None:
+    """Collective: the slot topology and this rank's label.  Whether a
+    topology was given decides the path, so it is agreed first: given on
+    some ranks only fails on every rank."""
+    given = comm.allreduce(int(topology is not None), op=MPI.SUM)
+    if 0 < given < comm.Get_size():
+        without = comm.allreduce(comm.Get_rank() if topology is None else comm.Get_size(), op=MPI.MIN)
+        raise ReorderFailed(f"topology= given on {given} of {comm.Get_size()} ranks (not on rank "
+                            f"{without}): pass it on every rank or on none")
+    if given:
         return _given(comm, topology)
     return _discovered(comm, network)
 
@@ -124,8 +131,9 @@ def _compose(gathered, cluster, network):
     unbound = [h for h in hosts if any(gathered[r][1] < 0 for r in ranks_on[h])]
     warning = None
     if unbound:
-        warning = (f"ranks on {', '.join(unbound)} are not bound to distinct cores: placed at node "
-                   "granularity (bind ranks, e.g. mpiexec -bind-to core, to place them by core)")
+        count = sum(len(ranks_on[h]) for h in unbound)
+        warning = (f"ranks on {', '.join(unbound)} ({count} of {len(gathered)} ranks) are not bound "
+                   "to distinct cores: placed at node granularity (bind ranks, e.g. mpiexec -bind-to core, to place them by core)")
     nodes, offset, slot_pe = [], 0, np.empty(len(gathered), dtype=np.int64)
     for h, topo in hosts.items():
         if h in unbound:

@@ -6,6 +6,7 @@ sysfs), multi-node clusters and job slots (``cluster``); ``describe`` prints
 any of them.
 """
 
+from ..limits import check_readable
 from .hierarchy import (format_hierarchy, from_tleaf, hierarchy_topology, parse_hierarchy,
                         to_tleaf, topology_from_strings)
 from .mesh import MeshTopology, mesh_topology_from_spec
@@ -37,6 +38,7 @@ def load_topology(path: str) -> Topology | MeshTopology:
     ``cluster.read_cluster_file``), a Scotch ``tleaf`` target file, a file
     with one line ``hierarchy 4:16:8 distances 1:10:100``, or one line
     ``mesh 8x8`` / ``torus 16x32x32 cores 4`` (``MeshTopology``)."""
+    check_readable(path)
     with open(path, "rb") as fh:
         raw = fh.read()
     if raw.lstrip()[:1] == b"<":

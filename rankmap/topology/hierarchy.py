@@ -13,10 +13,24 @@ from __future__ import annotations
 
 import math
 
+from ..limits import MAX_PES
 from .tree import Topology, TreeNode
 
 
-MAX_PES = 1 << 26  # a tree node per PE: bounds a typo's memory before building
+def check_levels(arities, distances, what: str = "hierarchy") -> tuple[list[int], list[float]]:
+    """Arities (integers >= 1, at most ``MAX_PES`` PEs in all) and distances
+    (finite, >= 0), one per level: checked before any tree is built."""
+    if len(arities) != len(distances):
+        raise ValueError(f"{what}: {len(arities)} levels but {len(distances)} distances")
+    if any(not float(a).is_integer() or a < 1 for a in arities):
+        raise ValueError(f"{what}: every level needs an integer arity >= 1, got {list(arities)}")
+    arities = [int(a) for a in arities]
+    if math.prod(arities) > MAX_PES:
+        raise ValueError(f"{what}: {':'.join(map(str, arities))} makes {math.prod(arities)} PEs, "
+                         f"more than rankmap handles ({MAX_PES})")
+    if any(not math.isfinite(d) or d < 0 for d in distances):
+        raise ValueError(f"{what}: distances must be finite and >= 0, got {list(distances)}")
+    return arities, [float(d) for d in distances]
 
 
 def _split_numbers(text: str, what: str, cast) -> list:
@@ -31,10 +45,6 @@ def _split_numbers(text: str, what: str, cast) -> list:
 def parse_hierarchy(hierarchy: str, distances: str | None = None) -> tuple[list[int], list[float]]:
     """Parse ``"4:16:8"`` and ``"1:10:100"`` into lists, checking both."""
     arities = _split_numbers(hierarchy, "hierarchy", int)
-    if any(a < 1 for a in arities):
-        raise ValueError(f"hierarchy {hierarchy!r}: every level needs an arity >= 1")
-    if math.prod(arities) > MAX_PES:
-        raise ValueError(f"hierarchy {hierarchy!r}: more than {MAX_PES} PEs")
     if distances is None:
         dists = [float(10 ** i) for i in range(len(arities))]
     else:
@@ -43,9 +53,8 @@ def parse_hierarchy(hierarchy: str, distances: str | None = None) -> tuple[list[
         raise ValueError(
             f"hierarchy {hierarchy!r} has {len(arities)} levels but distances {distances!r} "
             f"has {len(dists)}")
-    if any(d < 0 for d in dists):
-        raise ValueError(f"distances {distances!r}: must be non-negative")
-    return arities, dists
+    return check_levels(arities, dists, f"hierarchy {hierarchy!r} distances {distances!r}"
+                        if distances is not None else f"hierarchy {hierarchy!r}")
 
 
 def _fmt(x: float) -> str:
@@ -63,10 +72,7 @@ def hierarchy_topology(arities, distances, host_prefix: str | None = "node") -> 
     (the whole tree is one host when there is one level); with
     ``host_prefix=None`` nothing is named: the tree describes one node that
     a cluster names (``cluster.compose_cluster``)."""
-    arities = [int(a) for a in arities]
-    distances = [float(d) for d in distances]
-    if len(arities) != len(distances):
-        raise ValueError("hierarchy and distances need the same number of levels")
+    arities, distances = check_levels(list(arities), [float(d) for d in distances])
     counter = [0]
 
     def build(level: int) -> TreeNode:
@@ -115,8 +121,6 @@ def from_tleaf(text: str) -> tuple[list[int], list[float]]:
         raise ValueError(
             f"tleaf with {levels} levels needs {2 * levels} numbers after the level count, "
             f"got {len(values)}")
-    arities = [int(values[2 * i]) for i in range(levels)][::-1]
+    arities = [values[2 * i] for i in range(levels)][::-1]
     dists = [values[2 * i + 1] for i in range(levels)][::-1]
-    if any(a < 1 for a in arities):
-        raise ValueError(f"tleaf arities must be >= 1: {text.strip()!r}")
-    return arities, dists
+    return check_levels(arities, dists, "tleaf")

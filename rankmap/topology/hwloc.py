@@ -28,6 +28,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from ..limits import check_readable
 from .cpuset_tree import CpuObject, build_machine_tree
 from .levels import canonical_kind, normalize_overrides
 from .tree import Topology
@@ -101,6 +102,7 @@ def _source_bytes(source) -> tuple[bytes, str, Path | None]:
     if isinstance(source, str) and source.lstrip().startswith("<"):
         return source.encode("utf-8"), "<hwloc xml>", None
     path = Path(os.fspath(source))
+    check_readable(path)
     return path.read_bytes(), str(path), path
 
 
@@ -137,6 +139,9 @@ def _read_diff(doc, label: str, path: Path | None, overrides) -> Topology:
                              f"(type {d.get('type')!r}); export this node in full")
         if d.get("obj_depth") == "0" and d.get("obj_attr_name") == "HostName":
             hostname = d.get("obj_attr_newvalue")
+    if Path(ref).is_absolute() or ".." in Path(ref).parts:
+        raise ValueError(f"{label}: refname {ref!r} must name a file beside the diff (a relative "
+                         "path inside its directory)")
     ref_path = path.parent / ref
     if not ref_path.is_file():
         raise ValueError(f"{label}: reference topology {ref_path} of this diff not found")
@@ -198,6 +203,7 @@ class _Walker:
         self.label = label
         self.objects: list[CpuObject] = []
         self.pu_os_index: dict[int, int] = {}
+        self.seen_os_index: set[int] = set()
         self.is_root = True
 
     def walk(self, elem, allowed: int | None) -> int:
@@ -205,6 +211,8 @@ class _Walker:
         typ = elem.get("type")
         if self.is_root or typ in _MACHINE_TYPES:
             allowed = self._allowed(elem, allowed)
+        if typ == "Machine":  # OS indexes are unique within one machine
+            self.seen_os_index = set()
         self.is_root = False
         if typ == "PU":
             return self._pu(elem, allowed)
@@ -239,6 +247,13 @@ class _Walker:
         except (TypeError, ValueError):
             raise ValueError(f"{self.label}:{elem.sourceline}: PU without a valid os_index "
                              f"({text!r})") from None
+        if not 0 <= os_index < 1 << 24:
+            raise ValueError(f"{self.label}:{elem.sourceline}: PU os_index {os_index} is out of "
+                             "range")
+        if os_index in self.seen_os_index:
+            raise ValueError(f"{self.label}:{elem.sourceline}: two PUs of one machine have "
+                             f"os_index {os_index}")
+        self.seen_os_index.add(os_index)
         if allowed is not None and not (allowed >> os_index) & 1:
             return 0
         slot = len(self.pu_os_index)

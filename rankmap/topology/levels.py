@@ -92,15 +92,20 @@ def normalize_overrides(distances) -> dict[str, float]:
         items = list(dict(distances).items())
     out: dict[str, float] = {}
     for key, value in items:
-        label = join_kinds(canonical_kind(p) for p in str(key).split("+") if p.strip())
+        kinds = [canonical_kind(p) for p in str(key).split("+") if p.strip()]
+        unknown = [k for k in kinds if k not in _RANK]
+        if unknown:
+            raise ValueError(f"level distance {str(key).strip()}=...: unknown level {unknown[0]!r} "
+                             f"(levels: {', '.join(_RANK)}; aliases: {', '.join(_ALIASES)})")
+        label = join_kinds(kinds)
         if not label:
             raise ValueError(f"level distance: empty level name in {key!r}")
         try:
             val = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"level distance {key}={value!r}: not a number") from None
-        if val < 0:
-            raise ValueError(f"level distance {key}={value!r}: must be non-negative")
+        if not 0 <= val < float("inf"):
+            raise ValueError(f"level distance {key}={value!r}: must be finite and non-negative")
         out[label] = val
     return out
 

@@ -23,6 +23,8 @@ import re
 
 import numpy as np
 
+from ..limits import MAX_PES
+
 #: pairs routed per vectorised batch, to bound memory on large instances
 _ROUTE_CHUNK = 1 << 16
 
@@ -48,8 +50,11 @@ class MeshTopology:
             raise ValueError(f"{len(dims)} mesh dimensions but {len(torus)} torus flags")
         if int(cores) < 1:
             raise ValueError(f"cores per node must be >= 1, got {cores}")
-        if intra_node_distance < 0:
-            raise ValueError("intra-node distance must be non-negative")
+        if not intra_node_distance >= 0 or not np.isfinite(intra_node_distance):
+            raise ValueError("intra-node distance must be finite and non-negative")
+        if int(np.prod(dims, dtype=object)) * int(cores) > MAX_PES:
+            raise ValueError(f"a {'x'.join(map(str, dims))} mesh with {cores} cores per node has "
+                             f"more PEs than rankmap handles ({MAX_PES})")
         self.dims = dims
         self.torus = torus
         self.cores = int(cores)

@@ -160,7 +160,7 @@ def _mtkahypar_call(adj, weights, targets, eps, preset, seed, threads, determini
     # the total"); repair_balance enforces the real bounds afterwards
     caps = np.maximum(np.floor((1 + max(eps, 0.0)) * share + 1e-9), np.ceil(share - 1e-9)).astype(np.int64)
     ctx.set_individual_target_block_weights(np.maximum(caps, 1).tolist())
-    mtkahypar.set_seed(int(seed))
+    mtkahypar.set_seed(int(seed) % (2 ** 31))  # a C int, as for KaHIP
     upper = sp.triu(adj, k=1).tocoo()
     graph = mtk.create_graph(ctx, adj.shape[0], upper.nnz,
                              list(zip(upper.row.tolist(), upper.col.tolist())),
@@ -194,7 +194,7 @@ def mtkahypar_map(adj: sp.csr_array, weights: np.ndarray, distance, capacity: np
     vw = integer_weights(weights)
     scale = float(vw.sum()) / max(float(np.sum(weights)), 1e-300)
     ctx.set_individual_target_block_weights(np.maximum(np.floor(capacity * scale + 1e-9), 1).astype(int).tolist())
-    mtkahypar.set_seed(int(seed))
+    mtkahypar.set_seed(int(seed) % (2 ** 31))  # a C int, as for KaHIP
     u, v = np.triu_indices(k, 1)
     d = np.asarray(distance(u, v), dtype=np.float64)
     target = mtk.create_target_graph(ctx, k, u.size, list(zip(u.tolist(), v.tolist())),

@@ -191,6 +191,19 @@ class Rows:
         return np.where(hit, pos_c, -1)
 
 
+def check_out_rows(out_cols, out_bytes, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The out-rows' destinations and byte counts, checked (no communication:
+    an MPI caller runs this as an agreed step before ``symmetric_rows``, whose
+    exchange a rank raising alone would leave the others waiting in)."""
+    dst = np.asarray(out_cols, dtype=np.int64)
+    w = np.asarray(out_bytes, dtype=np.float64)
+    if dst.size and (dst.min() < 0 or dst.max() >= n):
+        raise ValueError(f"destination ranks must lie in 0..{n - 1}")
+    if w.size and (not np.all(np.isfinite(w)) or w.min() < 0):
+        raise ValueError("byte counts must be finite and non-negative")
+    return dst, w
+
+
 def symmetric_rows(tasks, out_indptr, out_cols, out_bytes, exchange) -> Rows:
     """S = B + B^T rows for the owned ``tasks`` from their out-rows B[u, :]:
     every byte count is also sent to the owner of its destination.  Self
@@ -198,12 +211,7 @@ def symmetric_rows(tasks, out_indptr, out_cols, out_bytes, exchange) -> Rows:
     tasks = np.asarray(tasks, dtype=np.int64)
     n = exchange.n_tasks
     src = np.repeat(tasks, np.diff(out_indptr))
-    dst = np.asarray(out_cols, dtype=np.int64)
-    w = np.asarray(out_bytes, dtype=np.float64)
-    if dst.size and (dst.min() < 0 or dst.max() >= n):
-        raise ValueError(f"destination ranks must lie in 0..{n - 1}")
-    if w.size and (not np.all(np.isfinite(w)) or w.min() < 0):
-        raise ValueError("byte counts must be finite and non-negative")
+    dst, w = check_out_rows(out_cols, out_bytes, n)
     keep = (src != dst) & (w > 0)
     src, dst, w = src[keep], dst[keep], w[keep]
     recv = exchange.exchange(exchange.owner(dst), np.column_stack([dst, src, w]).astype(np.float64))

@@ -1,0 +1,28 @@
+"""Sane bounds on what an input may declare, checked before allocating.
+
+A hostile or broken file (a header declaring 10^12 vertices, a hierarchy
+``100000:100000:100000``, ``slots=1000000000``) is refused with one line
+instead of exhausting memory.  The bounds sit far above any MPI job rankmap
+maps; raising one is a one-line change here.
+"""
+
+import os
+import stat
+
+#: the most tasks (ranks, graph vertices) an input may declare
+MAX_TASKS = 1 << 26
+#: the most PEs a machine description may expand to
+MAX_PES = 1 << 26
+#: integers beyond this are refused before numpy sees them (int64 arrays)
+MAX_INT = 1 << 62
+
+
+def check_readable(path) -> None:
+    """A regular file or a directory: a device (``/dev/zero``) or a pipe
+    would be read forever.  Raises ``ValueError`` naming the path."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return  # the reader says it is missing
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ValueError(f"{path}: not a regular file (a device or pipe cannot be read as input)")

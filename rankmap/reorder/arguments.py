@@ -1,0 +1,84 @@
+"""Checks of what a caller passed to ``reorder_cart`` and
+``reorder_dist_graph``, done locally on each rank and agreed by the caller
+(``agree.agreed_arguments``) before any collective: a bad neighbour list or
+a grid that differs between ranks is then a ``ValueError`` on every rank,
+never a rank raising alone while the others wait in the next collective.
+The checked values are plain Python lists, so they can be compared across
+ranks and given to MPI as they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+#: MPI weights and dimensions are C ints
+C_INT_MAX = 2**31 - 1
+
+
+def _integers(name: str, values, *, low: int, high: int) -> list[int]:
+    try:
+        arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of integers, not {type(values).__name__}") from None
+    if arr.ndim != 1 and arr.size:
+        raise ValueError(f"{name} must be a flat sequence of integers (got shape {arr.shape})")
+    arr = arr.ravel()
+    if arr.size and arr.dtype.kind not in "iu":
+        integral = arr.dtype.kind == "f" and bool(np.all(np.isfinite(arr))) and bool(
+            np.all(arr == np.round(arr)))
+        if not integral:
+            items = values.ravel().tolist() if isinstance(values, np.ndarray) else list(values)
+            bad = [v for v in items if isinstance(v, (bool, np.bool_)) or not (
+                isinstance(v, (int, np.integer)) or (isinstance(v, float) and v.is_integer()))]
+            raise ValueError(f"{name}: {(bad or arr.tolist())[0]!r} is not an integer")
+    out = [int(v) for v in arr.tolist()]
+    wrong = [v for v in out if not low <= v <= high]
+    if wrong:
+        raise ValueError(f"{name}: {wrong[0]} is outside {low}..{high}")
+    return out
+
+
+def _weights(name: str, weights, count: int) -> list[int] | None:
+    if weights is None or weights is MPI.UNWEIGHTED:
+        return None
+    out = _integers(name, weights, low=0, high=C_INT_MAX)
+    if len(out) != count:
+        raise ValueError(f"{name} has {len(out)} entries for {count} neighbours")
+    return out
+
+
+def cart_arguments(size: int, dims, periods, weights):
+    """``(dims, periods, weights)`` of ``reorder_cart`` checked against
+    ``size`` ranks; zeros in ``dims`` filled by ``MPI.Compute_dims``."""
+    dims = _integers("dims", dims, low=0, high=C_INT_MAX)
+    if not dims:
+        raise ValueError("dims must name at least one dimension")
+    fixed = int(np.prod([d for d in dims if d], dtype=object))
+    if size % fixed or (fixed != size and 0 not in dims):
+        raise ValueError(f"dims {dims} do not fit {size} ranks")
+    dims = [int(d) for d in MPI.Compute_dims(size, dims)]
+    if periods is None:
+        periods = [False] * len(dims)
+    periods = [bool(p) for p in periods]
+    if len(periods) != len(dims):
+        raise ValueError(f"periods has {len(periods)} entries for {len(dims)} dims")
+    if weights is not None:
+        try:
+            w = np.asarray(weights, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            w = np.array([np.nan])
+        if w.size != len(dims) or not np.all(np.isfinite(w)) or (w < 0).any():
+            raise ValueError(f"weights must be {len(dims)} finite non-negative numbers, one per "
+                             f"dimension (got {np.ravel(weights).tolist()!r})")
+        weights = w.tolist()
+    return dims, periods, weights
+
+
+def dist_graph_arguments(size: int, sources, destinations, sourceweights, destweights):
+    """The adjacency of one rank for ``reorder_dist_graph``: ranks of the
+    communicator, one non-negative integer weight per neighbour (or None)."""
+    src = _integers("sources", sources, low=0, high=size - 1)
+    dst = _integers("destinations", destinations, low=0, high=size - 1)
+    return (src, dst, _weights("sourceweights", sourceweights, len(src)),
+            _weights("destweights", destweights, len(dst)))
