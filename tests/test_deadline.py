@@ -161,3 +161,21 @@ def test_the_method_table_names_the_module_that_registers_each_method():
     for name, module in registered.items():
         assert _MODULE_OF.get(name) is None or module.endswith("." + _MODULE_OF[name]), name
     assert set(_MODULE_OF) == set(registered)  # a new method: add it to the table
+
+
+def test_kernels_cache_somewhere_writable(monkeypatch):
+    """A read-only install with a read-only home: numba would refuse to
+    define cached kernels; the cache moves under the temporary directory."""
+    import numba
+
+    from rankmap.algorithms import jit
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    monkeypatch.setattr(jit, "_writable", lambda path: False)
+    fallback = jit._fallback_cache_dir()
+    assert fallback is not None and fallback.startswith(__import__("tempfile").gettempdir())
+    monkeypatch.setattr(jit, "_writable", lambda path: True)
+    assert jit._fallback_cache_dir() is None
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "/somewhere/the/user/chose")
+    monkeypatch.setattr(jit, "_writable", lambda path: False)
+    assert jit._fallback_cache_dir() is None

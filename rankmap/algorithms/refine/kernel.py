@@ -16,7 +16,7 @@ p at depth d (padded with ids unique to p below a short leaf), so D(p, q) is
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 
 @njit(cache=True, nogil=True)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ...cost import mapping_cost
 from ...deadline import Deadline
