@@ -30,6 +30,7 @@ class Mapping:
     seed: int | None = None
     time_s: float = 0.0
     info: dict = field(default_factory=dict)
+    deadline_hit: bool = False  # the wall-clock deadline cut the search (result not repeatable)
 
     def __post_init__(self):
         self.pe_of_task = np.asarray(self.pe_of_task, dtype=np.int64)

@@ -17,6 +17,7 @@ from mpi4py import MPI
 import rankmap
 from rankmap.algorithms.distributed.swap_rounds import SwapRounds, refine_rounds
 from rankmap.reorder import RankmapWarning
+from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT
 
 WORLD = MPI.COMM_WORLD
 RANK, SIZE = WORLD.Get_rank(), WORLD.Get_size()
@@ -84,8 +85,11 @@ def ok(name: str) -> None:
 
 
 def check_reorder(path: str, topo, graph) -> None:
+    # auto's in-program budget, counted, under a deadline no load reaches: the
+    # result is repeatable (the distributed one is compared with the serial run)
     new = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo,
-                               distributed=(path == "distributed"), seed=3)
+                               distributed=(path == "distributed"), seed=3,
+                               options={"work_limit": IN_PROGRAM_TIME_LIMIT, "time_limit": 600})
     info = new.reorder
     assert not info.fallback, info.reason
     assert info.path == path
@@ -191,6 +195,23 @@ def check_variants(topo) -> None:
     ok("dist-graph")
 
 
+def check_deadline(topo) -> None:
+    """A limit that passes at once: rank 0's clock decides for every rank,
+    each path still returns a valid order, never worse than the start, and
+    every rank reports that the deadline cut the search."""
+    for path in ("centralised", "distributed"):
+        new = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo, seed=3,
+                                   distributed=(path == "distributed"), options={"time_limit": 1e-6})
+        info = new.reorder
+        assert not info.fallback and info.path == path, info
+        assert info.deadline_hit, info
+        assert info.J_after <= info.J_before
+        same_on_all((info.J_before, info.J_after, info.method, info.rounds, info.deadline_hit))
+        pe_of_task_from(new)
+        new.Free()
+        ok(f"deadline {path}")
+
+
 def check_discovery() -> None:
     try:
         import rankmap.topology.live  # noqa: F401
@@ -233,7 +254,7 @@ def check_binding() -> None:
 def main() -> None:
     topo = pretend_machine(SIZE)
     graph = full_graph(SIZE)
-    wanted = sys.argv[1:] or ["centralised", "distributed", "failures", "variants", "discovery"]
+    wanted = sys.argv[1:] or ["centralised", "distributed", "failures", "variants", "deadline", "discovery"]
     for name in wanted:
         if name in ("centralised", "distributed"):
             check_reorder(name, topo, graph)
@@ -241,6 +262,8 @@ def main() -> None:
             check_failures(topo)
         elif name == "variants":
             check_variants(topo)
+        elif name == "deadline":
+            check_deadline(topo)
         elif name == "discovery":
             check_discovery()
         elif name == "binding":

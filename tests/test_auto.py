@@ -14,8 +14,8 @@ from tests.quality_instances import grid_graph, planted_hierarchy
 def test_auto_is_deterministic_and_at_least_as_good_as_its_first_run():
     g = grid_graph(12, 12)
     topo = hierarchy_topology([4, 4, 9], [1, 10, 100])
-    a = map_tasks(g, topo, method="auto", seed=3, time_limit=1)
-    b = map_tasks(g, topo, method="auto", seed=3, time_limit=1)
+    a = map_tasks(g, topo, method="auto", seed=3, work_limit=1)
+    b = map_tasks(g, topo, method="auto", seed=3, work_limit=1)
     assert np.array_equal(a.pe_of_task, b.pe_of_task)
     ms = map_tasks(g, topo, method="multisection", preset="fast", seed=3)
     assert mapping_cost(g, topo, a.pe_of_task) <= mapping_cost(g, topo, ms.pe_of_task)
@@ -39,10 +39,10 @@ def test_budget_grows_the_plan_and_the_first_run_always_happens():
 def test_auto_finds_planted_optimum_and_maps_many_to_one():
     g, best = planted_hierarchy([4, 4, 4], [1000, 10, 1], seed=2)
     topo = hierarchy_topology([4, 4, 4], [1, 10, 100])
-    m = map_tasks(g, topo, method="auto", time_limit="0.5")
+    m = map_tasks(g, topo, method="auto", work_limit="0.5")
     assert mapping_cost(g, topo, m.pe_of_task) == mapping_cost(g, topo, best)
     small = hierarchy_topology([4, 4], [1, 10])
-    many = map_tasks(g, small, method="auto", eps=0.03, time_limit=0.5)
+    many = map_tasks(g, small, method="auto", eps=0.03, work_limit=0.5)
     assert np.bincount(many.pe_of_task, minlength=16).max() <= 4
 
 
@@ -76,7 +76,7 @@ def test_refine_around_a_kick_reaches_a_full_swap_optimum():
 def test_fewer_tasks_than_pes_no_move_into_a_free_pe_lowers_j():
     g = grid_graph(7, 7)
     topo = hierarchy_topology([4, 4, 4], [1, 10, 100])  # 49 tasks on 64 PEs
-    pe = map_tasks(g, topo, method="auto", seed=1, time_limit=1).pe_of_task
+    pe = map_tasks(g, topo, method="auto", seed=1, work_limit=1).pe_of_task
     assert np.unique(pe).size == g.n
     j = mapping_cost(g, topo, pe)
     free = np.setdiff1d(np.arange(topo.n_pes), pe)
@@ -93,8 +93,8 @@ def test_auto_with_workers_is_the_same_mapping(monkeypatch):
     monkeypatch.setattr(ms, "PARALLEL_MIN_TASKS", 0)
     g = grid_graph(12, 12)
     topo = hierarchy_topology([4, 4, 9], [1, 10, 100])
-    one = map_tasks(g, topo, method="auto", seed=3, time_limit=0.5).pe_of_task
-    assert np.array_equal(one, map_tasks(g, topo, method="auto", seed=3, time_limit=0.5, workers="2").pe_of_task)
+    one = map_tasks(g, topo, method="auto", seed=3, work_limit=0.5).pe_of_task
+    assert np.array_equal(one, map_tasks(g, topo, method="auto", seed=3, work_limit=0.5, workers="2").pe_of_task)
     many = hierarchy_topology([4, 4, 4], [1, 10, 100])
-    a = map_tasks(g, many, method="auto", eps=0.03, seed=1, time_limit=0.5).pe_of_task
-    assert np.array_equal(a, map_tasks(g, many, method="auto", eps=0.03, seed=1, time_limit=0.5, workers=2).pe_of_task)
+    a = map_tasks(g, many, method="auto", eps=0.03, seed=1, work_limit=0.5).pe_of_task
+    assert np.array_equal(a, map_tasks(g, many, method="auto", eps=0.03, seed=1, work_limit=0.5, workers=2).pe_of_task)

@@ -36,7 +36,7 @@ def test_all_methods_valid_and_deterministic(data_dir):
     g = read_graph(data_dir / "traffic/app.mat")
     t = topology_from_strings("4:16:1", "1:10:100")
     for m in method_names(t):
-        opts = {"time_limit": 0.5} if m == "auto" else {}
+        opts = {"work_limit": 0.5} if m == "auto" else {}
         a = map_tasks(g, t, method=m, seed=5, **opts).pe_of_task
         b = map_tasks(g, t, method=m, seed=5, **opts).pe_of_task
         assert sorted(a.tolist()) == list(range(64)), m

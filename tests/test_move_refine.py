@@ -127,8 +127,8 @@ def test_auto_many_to_one_plan_and_result():
     assert {r["backend"] for r in runs} == {"kahip", "mtkahypar", "both"}
     budget = 1.0
     assert "mtkahypar" in {r["backend"] for r in plan_many(g, topo, budget)[0]}
-    a = map_tasks(g, topo, method="auto", eps=0.03, seed=1, time_limit=budget).pe_of_task
-    b = map_tasks(g, topo, method="auto", eps=0.03, seed=1, time_limit=budget).pe_of_task
+    a = map_tasks(g, topo, method="auto", eps=0.03, seed=1, work_limit=budget).pe_of_task
+    b = map_tasks(g, topo, method="auto", eps=0.03, seed=1, work_limit=budget).pe_of_task
     assert np.array_equal(a, b)  # deterministic per seed and budget
     first = multisection_map(g, topo, eps=0.03, **runs[0])
     assert mapping_cost(g, topo, a) <= mapping_cost(g, topo, first)

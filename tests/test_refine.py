@@ -7,6 +7,7 @@ import pytest
 from rankmap.algorithms import map_tasks
 from rankmap.algorithms.refine.swaps import PAIR_SLICE, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
+from rankmap.deadline import Deadline
 from rankmap.graph import CommGraph
 from rankmap.mapping import balance_report
 from rankmap.topology.hierarchy import hierarchy_topology
@@ -78,12 +79,14 @@ def test_many_to_one_moves_keep_balance():
     assert st.j_end < 0.7 * st.j_start
 
 
-def test_time_limit_zero_stops_after_one_batch():
+def test_a_passed_deadline_stops_in_the_first_pass():
     g = grid_graph(20, 20)
     topo = hierarchy_topology([4, 10, 10], [1, 10, 100])
     start = np.random.default_rng(0).permutation(g.n)
-    pe, st = refine_swaps(g, topo, start, time_limit=0.0)
-    assert st.passes == 1 and sorted(pe.tolist()) == list(range(g.n))
+    deadline = Deadline(1e-9)
+    pe, st = refine_swaps(g, topo, start, deadline=deadline)
+    assert st.passes == 1 and sorted(pe.tolist()) == list(range(g.n)) and deadline.hit
+    assert st.j_end <= st.j_start
 
 
 def test_work_limit_stops_early_and_deterministically():

@@ -16,6 +16,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # annotations only: importing one module here must not load scipy
     from ..graph import CommGraph
+from ..deadline import Deadline
 from ..mapping import Mapping, validate_mapping
 from ..topology import Topology
 
@@ -30,20 +31,32 @@ class MethodSpec:
 
 class _Registry(dict):
     """The methods by name.  Every module of this package registers its
-    methods on import; the registry imports them all on its first lookup, not
-    when the package is imported, so a process that needs one module (an MPI
-    rank of the distributed refinement imports ``distributed.swap_rounds``) does not load
-    numba, KaHIP and Mt-KaHyPar (~55 MB and ~0.4 s per process)."""
+    methods on import.  Looking up a built-in method imports only the module
+    that registers it (``_MODULE_OF``), so ``rankmap map --method identity``
+    loads neither numba nor KaHIP nor Mt-KaHyPar, and an MPI rank of the
+    distributed refinement only ``distributed.swap_rounds``; listing the
+    methods (iteration) or a name outside the table imports them all."""
 
     def _all(self):
         _import_methods()
         return self
 
+    def _with(self, name):
+        if not dict.__contains__(self, name):
+            module = _MODULE_OF.get(name) if isinstance(name, str) else None
+            if module is None:
+                _import_methods()
+            else:
+                import importlib
+
+                importlib.import_module(f"{__name__}.{module}")
+        return self
+
     def __contains__(self, name):
-        return dict.__contains__(self._all(), name)
+        return dict.__contains__(self._with(name), name)
 
     def __getitem__(self, name):
-        return dict.__getitem__(self._all(), name)
+        return dict.__getitem__(self._with(name), name)
 
     def __iter__(self):
         return dict.__iter__(self._all())
@@ -52,7 +65,7 @@ class _Registry(dict):
         return dict.__len__(self._all())
 
     def get(self, name, default=None):
-        return dict.get(self._all(), name, default)
+        return dict.get(self._with(name), name, default)
 
     def keys(self):
         return dict.keys(self._all())
@@ -62,6 +75,18 @@ class _Registry(dict):
 
     def items(self):
         return dict.items(self._all())
+
+
+#: the module (in this package) that registers each built-in method
+_MODULE_OF = {
+    **dict.fromkeys(("identity", "random", "greedy", "greedy_allc"), "construct.baselines"),
+    **dict.fromkeys(("packed", "round_robin"), "construct.placements"),
+    **dict.fromkeys(("mpipp1", "mpipp5"), "construct.mpipp"),
+    "treematch": "construct.treematch", "multisection": "construct.multisection",
+    "auto": "portfolio.one_to_one", "swap": "refine.swaps", "bottleneck": "refine.bottleneck",
+    **dict.fromkeys(("bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"), "mesh.heuristics"),
+    "mesh_bisect": "mesh.bisect", "curve": "mesh.curve",
+}
 
 
 METHODS: dict[str, MethodSpec] = _Registry()
@@ -89,14 +114,23 @@ def method_names(topology=None) -> list[str]:
 
 
 def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: int = 0,
-              eps: float | None = None, **options) -> Mapping:
+              eps: float | None = None, *, deadline: Deadline | None = None, **options) -> Mapping:
     """Map the tasks of ``graph`` onto the PEs of ``topology``.
 
     One-to-one when ``graph.n <= topology.n_pes`` and ``eps`` is None;
     otherwise many-to-one with PE loads within (1 + eps) of balance.
     Option ``refine=True`` (``refine_depth=d``) passes the method's result
     through swap refinement (``refine.swap_refine``), ``refine="moves"``
-    through move refinement (``move_refine.move_refine``, tree topologies)."""
+    through move refinement (``move_refine.move_refine``, tree topologies).
+
+    Time: option ``time_limit`` (seconds) is the counted budget of the
+    methods that plan their work (auto) and a wall-clock bound on this whole
+    call, which every stage checks (``deadline``: a ``Deadline`` the caller
+    started earlier, e.g. at process start; else one from ``time_limit``).
+    Option ``work_limit`` is the counted budget alone (no clock: the result
+    is the same on any machine).  When the deadline cuts the search,
+    ``Mapping.deadline_hit`` says so and the result is never worse than the
+    given order (identity)."""
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
     if graph.n > topology.n_pes and eps is None:
@@ -109,23 +143,56 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
                          f"choose from {', '.join(method_names(topology))}")
     refine = options.pop("refine", False)
     refine_depth = options.pop("refine_depth", None)
+    time_limit = _limit(options.pop("time_limit", None), "time_limit")
+    work_limit = _limit(options.pop("work_limit", None), "work_limit")
+    deadline = Deadline(time_limit) if deadline is None else deadline
+    budget = time_limit if work_limit is None else work_limit
+    if budget is not None:
+        options["time_limit"] = budget
     start = time.perf_counter()
-    pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, **options)
+    pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, deadline=deadline, **options)
     if isinstance(refine, str) and refine.strip().lower() == "moves":  # many-to-one: single-task moves
         from .refine.moves import move_refine
 
-        pe = move_refine(graph, topology, pe, seed=seed, eps=eps, time_limit=options.get("time_limit"))
+        pe = move_refine(graph, topology, pe, seed=seed, eps=eps, deadline=deadline)
     elif refine:  # any method's result may go through swap refinement
         from .refine.swaps import refine_option, swap_refine_option_depth, swap_refine
 
         if refine_option(refine):
             pe = swap_refine(graph, topology, pe, seed=seed, eps=eps,
-                             depth=swap_refine_option_depth(refine_depth),
-                             time_limit=options.get("time_limit"))
-    elapsed = time.perf_counter() - start
+                             depth=swap_refine_option_depth(refine_depth), deadline=deadline)
     pe = np.asarray(pe, dtype=np.int64)
     validate_mapping(pe, graph, topology, eps=eps)
-    return Mapping(pe, method=method, seed=seed, time_s=elapsed)
+    if deadline.hit:
+        pe = _not_worse_than_given(graph, topology, pe, eps)
+    elapsed = time.perf_counter() - start
+    return Mapping(pe, method=method, seed=seed, time_s=elapsed, deadline_hit=deadline.hit)
+
+
+def _limit(value, name: str) -> float | None:
+    """A time or work limit: None, or finite seconds > 0."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = float("nan")
+    if not (0 < seconds < float("inf")):
+        raise ValueError(f"option {name}={value!r}: expected a finite number of seconds > 0")
+    return seconds
+
+
+def _not_worse_than_given(graph, topology, pe, eps):
+    """A search the deadline cut may hold a half-improved start: keep the
+    given order (the identity placement) when that is valid and better."""
+    from ..cost import mapping_cost
+
+    try:  # weighted tasks may have no valid given order
+        given = np.asarray(METHODS["identity"].fn(graph, topology, eps=eps), dtype=np.int64)
+        validate_mapping(given, graph, topology, eps=eps)
+    except ValueError:
+        return pe
+    return given if mapping_cost(graph, topology, given) < mapping_cost(graph, topology, pe) else pe
 
 
 _imported = False

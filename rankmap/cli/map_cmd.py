@@ -24,6 +24,7 @@ import numpy as np
 from ..algorithms import METHODS, map_tasks
 from ..algorithms.options import check_options
 from ..cost import evaluate
+from ..deadline import Deadline
 from ..formats import LAUNCH_FORMATS, write_all_launch_files, write_launch_file
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
@@ -51,7 +52,14 @@ def add_arguments(p) -> None:
                    help="report the makespan max(max PE load, F x most loaded link), vertex "
                         "weights as computation")
     p.add_argument("--time-limit", type=values.seconds, default=None, metavar="SECONDS",
-                   help="time budget for methods that search (auto, refinement)")
+                   help="wall-clock limit on the mapping: the methods that search (auto, "
+                        "refinement) plan their work for it and stop at it with the best mapping "
+                        "so far (--json says \"deadline_hit\" when it cut the search; auto's "
+                        "default: 10)")
+    p.add_argument("--work-limit", type=values.seconds, default=None, metavar="SECONDS",
+                   help="the same budget counted in work, never read from the clock: the result "
+                        "is the same on any machine (reproducible experiments); with "
+                        "--time-limit, that still bounds the wall time")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="method-specific option, repeatable (e.g. --option backend=kahip)")
     p.add_argument("-o", "--output", metavar="FILE",
@@ -129,8 +137,9 @@ def _load(args):
     graph = load_graph(args)
     topology, recorded = load_machine(args, graph_source=args.input)
     options = parse_options(args.option)
-    if args.time_limit is not None:
-        options["time_limit"] = args.time_limit
+    for name in ("time_limit", "work_limit"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     if graph.n > topology.n_pes and args.eps is None and not args.json:
         print(f"note: {graph.n} tasks on {topology.n_pes} PEs: mapping many tasks per PE "
               "(eps = 0.03)", file=sys.stderr)
@@ -148,8 +157,10 @@ def run(args) -> int:
         verb = "applies" if len(given) == 1 else "apply"
         raise UserError(f"{' and '.join(given)} only {verb} with --distributed (the distributed "
                         "swap rounds)")
+    deadline = Deadline(args.time_limit)  # reading the input counts too
     graph, topology, recorded, options = _load(args)
-    mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps, **options)
+    mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
+                        deadline=deadline, **options)
     return _report(args, graph, topology, recorded, mapping)
 
 
@@ -205,6 +216,8 @@ def _report(args, graph, topology, recorded, mapping) -> int:
                    "ratio": after.J / before.J if before.J else 1.0,
                    "bytes_per_level": after.bytes_per_level, "bottleneck": after.bottleneck,
                    "hops_per_byte": after.hops_per_byte, "time_s": mapping.time_s,
+                   "time_limit": args.time_limit, "work_limit": args.work_limit,
+                   "deadline_hit": mapping.deadline_hit,
                    "objective": args.objective, "bottleneck_link": after.bottleneck_link,
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
@@ -217,6 +230,9 @@ def _report(args, graph, topology, recorded, mapping) -> int:
     if after.makespan is not None:
         print(f"makespan (F = {args.comm_factor:g}): {before.makespan:.6g} -> {after.makespan:.6g}")
     print(f"mapping time: {mapping.time_s:.3f} s")
+    if mapping.deadline_hit:
+        print(f"the time limit ({args.time_limit:g} s) cut the search: the best mapping found by then "
+              "(rerun with a larger --time-limit, or --work-limit, for a repeatable result)")
     if args.distributed:
         i = mapping.info
         print(f"distributed swap rounds on {i['ranks']} ranks: {i['rounds']} rounds, {i['swaps']} "

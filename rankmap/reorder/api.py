@@ -29,6 +29,7 @@ from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRoun
 from ..algorithms.options import check_options
 from ..algorithms.refine.swaps import swap_refine
 from ..cost import mapping_cost
+from ..deadline import Deadline
 from ..graph import CommGraph
 from ..mapping import validate_mapping
 from .arguments import cart_arguments, dist_graph_arguments
@@ -41,8 +42,10 @@ from .traffic import own_row
 #: graph on one rank (``distributed=None``)
 CENTRALISED_MAX = 4096
 
-#: seconds ``method="auto"`` may plan for inside a running program (auto's
-#: own default, 10 s, is for offline mapping).  Measured on 2 cores at load
+#: seconds a call may take inside a running program, unless ``options``
+#: gives ``time_limit``: auto's counted budget and the wall-clock deadline
+#: of the whole call, every method (auto's own default, 10 s, is for offline
+#: mapping).  Measured on 2 cores at load
 #: ~24 (benchmarks in the report): auto took 14 s / 66 s / 10 s at P = 64 /
 #: 256 / 1024 with 10 s, 2.8 s / 0.6 s / 2.7 s with 0.2 s, J within 1%.
 IN_PROGRAM_TIME_LIMIT = 0.5
@@ -67,6 +70,7 @@ class ReorderInfo:
     swaps: int = 0          # pairs swapped by the distributed refinement (all copies, kicks too)
     topology: str = ""      # "given" or "discovered"
     time_s: float = 0.0
+    deadline_hit: bool = False  # rank 0's deadline cut the search (the same on every rank)
 
     @property
     def improvement(self) -> float:
@@ -138,8 +142,10 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     the whole job, ``"profile"`` (recorded so far in this run), or a function
     returning one of those.  ``topology``: the slots, rank r on PE r (default:
     discovered).  ``method``: a ``rankmap.map_tasks`` method for the
-    centralised path ("auto" plans for ``IN_PROGRAM_TIME_LIMIT`` seconds
-    unless ``options`` gives ``time_limit``); ``refine``: "auto" (swap
+    centralised path; ``options["time_limit"]`` (default
+    ``IN_PROGRAM_TIME_LIMIT``) is auto's budget and a wall-clock deadline on
+    the mapping and refinement, rank 0's clock deciding for every rank
+    (``.reorder.deadline_hit``); ``refine``: "auto" (swap
     refinement unless the method already ends with it: auto, swap), "swap"
     (the centralised Schulz-Traff swap refinement, N_C^10), "rounds" (the
     distributed swap rounds), "none".
@@ -170,7 +176,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     happened.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
-    start = time.perf_counter()
+    start, begun = time.perf_counter(), time.monotonic()
     rank, size = comm.Get_rank(), comm.Get_size()
     replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     agreed_arguments(comm, check_options, options or {})
@@ -178,6 +184,8 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
                                max_rounds=max_rounds, min_improvement=min_improvement,
                                replicas=replicas, kicks=kicks, options=options or {}), root=0)
     source = "given" if topology is not None else "discovered"
+    # rank 0's clock decides: only rank 0 maps, and the rounds carry its verdict
+    deadline = Deadline(settings["options"].get("time_limit", IN_PROGRAM_TIME_LIMIT), start=begun)
     try:
         with warnings.catch_warnings(record=True) as caught:  # e.g. a trace missing ranks
             warnings.simplefilter("always")
@@ -191,9 +199,9 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
         if use_distributed is None:
             use_distributed = size > CENTRALISED_MAX
         if use_distributed:
-            key, info = _distributed(comm, row, place, settings)
+            key, info = _distributed(comm, row, place, settings, deadline)
         else:
-            key, info = _centralised(comm, row, place, settings)
+            key, info = _centralised(comm, row, place, settings, deadline)
     except ReorderFailed as exc:
         reason = str(exc)
         if rank == 0:  # the same reason on every rank: said once per job
@@ -205,7 +213,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     new = comm.Split(0, key)
     info = ReorderInfo(False, None, info["path"], info["method"], info["J_before"], info["J_after"],
                        rank, new.Get_rank(), info.get("rounds", 0), info.get("swaps", 0),
-                       place.source, time.perf_counter() - start)
+                       place.source, time.perf_counter() - start, info["deadline_hit"])
     return _wrap(ReorderedComm, new, comm, info)
 
 
@@ -237,9 +245,10 @@ def _resolve_traffic(comm, traffic):
 # ------------------------------------------------------------ centralised
 
 
-def _centralised(comm, row, place, settings):
+def _centralised(comm, row, place, settings, deadline):
     rows = comm.gather(row, root=0)
-    out = root_step(comm, "mapping", _map_on_root, rows, place.topology, place.pe_of_rank, settings)
+    out = root_step(comm, "mapping", _map_on_root, rows, place.topology, place.pe_of_rank, settings,
+                    deadline)
     task_of_pe, info = out if out is not None else (None, None)
     info = comm.bcast(info, root=0)
     # the process on slot p takes over the task mapped to p
@@ -247,9 +256,11 @@ def _centralised(comm, row, place, settings):
     return key, info
 
 
-def _map_on_root(rows, topology, pe_of_rank, settings):
+def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
     """Root: gather the sparse rows into a graph, map, refine, never worse
-    than the current placement; returns (task on each slot, info)."""
+    than the current placement; returns (task on each slot, info).  The
+    ``deadline`` (default: ``time_limit`` from now) bounds the mapping and
+    the refinement."""
     from ..algorithms import map_tasks
 
     size = len(rows)
@@ -262,12 +273,15 @@ def _map_on_root(rows, topology, pe_of_rank, settings):
     options = dict(settings["options"])
     if settings["method"] == "auto":
         options.setdefault("time_limit", IN_PROGRAM_TIME_LIMIT)
-    mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"], **options)
+    if deadline is None:
+        deadline = Deadline(options.get("time_limit", IN_PROGRAM_TIME_LIMIT))
+    mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"], deadline=deadline,
+                        **options)
     refine = settings["refine"]
     if refine == "auto" and settings["method"] in ALREADY_REFINED:
         refine = "none"
     pe, refined_by = refine_mapping(graph, topology, mapping.pe_of_task, refine, settings["seed"],
-                                    replicas=settings["replicas"], kicks=settings["kicks"])
+                                    replicas=settings["replicas"], kicks=settings["kicks"], deadline=deadline)
     name = settings["method"] + (f"+{refined_by}" if refined_by else "")
     j_after = mapping_cost(graph, topology, pe)
     if j_after >= j_before:  # no gain: moving processes would only cost
@@ -275,14 +289,15 @@ def _map_on_root(rows, topology, pe_of_rank, settings):
     validate_mapping(pe, graph, topology)
     task_of_pe = np.empty(size, dtype=np.int64)
     task_of_pe[pe] = np.arange(size)
-    return task_of_pe, {"path": "centralised", "method": name, "J_before": j_before, "J_after": j_after}
+    return task_of_pe, {"path": "centralised", "method": name, "J_before": j_before, "J_after": j_after,
+                        "deadline_hit": deadline.hit}
 
 
 def refine_mapping(graph, topology, pe, refine, seed, *, replicas: int = REPLICAS,
-                   kicks: int = 0) -> tuple[np.ndarray, str]:
+                   kicks: int = 0, deadline: Deadline | None = None) -> tuple[np.ndarray, str]:
     """Apply the chosen refinement to a one-to-one mapping (``replicas`` and
-    ``kicks`` for the swap rounds); returns the new mapping and the name of
-    what ran ("" for none)."""
+    ``kicks`` for the swap rounds) until the ``deadline``; returns the new
+    mapping and the name of what ran ("" for none)."""
     if refine in (None, False, "none"):
         return pe, ""
     if refine not in ("auto", "swap", "rounds"):
@@ -290,14 +305,15 @@ def refine_mapping(graph, topology, pe, refine, seed, *, replicas: int = REPLICA
     if refine in ("auto", "swap"):
         # N_C^10 with its default ball cap (the library default): about
         # 0.3 s at P = 1024 on a loaded 2-core machine
-        return np.asarray(swap_refine(graph, topology, pe, seed=seed), dtype=np.int64), "swap"
-    return refine_rounds(graph, topology, pe, seed=seed, replicas=replicas, kicks=kicks)[0], "rounds"
+        return np.asarray(swap_refine(graph, topology, pe, seed=seed, deadline=deadline), dtype=np.int64), "swap"
+    return refine_rounds(graph, topology, pe, seed=seed, replicas=replicas, kicks=kicks,
+                         deadline=deadline)[0], "rounds"
 
 
 # ------------------------------------------------------------ distributed
 
 
-def _distributed(comm, row, place, settings):
+def _distributed(comm, row, place, settings, deadline):
     """Swap rounds across the ranks, starting from the current placement:
     each rank holds its own row and its neighbours' slot labels only."""
     rank = comm.Get_rank()
@@ -307,7 +323,7 @@ def _distributed(comm, row, place, settings):
                 np.array([0, len(dst)]), dst, nbytes, ex)
     rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"], replicas=settings["replicas"])
     res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
-               min_improvement=settings["min_improvement"], kicks=settings["kicks"])
+               min_improvement=settings["min_improvement"], kicks=settings["kicks"], deadline=deadline)
     # task `rank` now runs on slot res.labels.pe[0]: tell the rank on that slot
     owner = place.rank_of_pe[res.labels.pe[:1]]
     got = ex.exchange(owner, np.array([[rank]], dtype=np.float64))
@@ -323,7 +339,7 @@ def _distributed(comm, row, place, settings):
                  "method": f"distributed swap rounds (replicas={settings['replicas']}, "
                            f"kicks={settings['kicks']})",
                  "J_before": res.J_before, "J_after": res.J_after, "rounds": res.rounds,
-                 "swaps": res.swaps}
+                 "swaps": res.swaps, "deadline_hit": res.deadline_hit}
 
 
 # ------------------------------------------------------------- variants

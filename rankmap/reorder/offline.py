@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, Labels, SwapRounds, block_tasks,
                                      rounds_options, rows_of_graph)
+from ..deadline import Deadline
 from ..mapping import Mapping, validate_mapping
 from .agree import ReorderFailed, agreed_arguments, root_step, step
 from .exchange import MPIExchange, agreed_symmetric_rows
@@ -40,7 +41,7 @@ def _blocks_on_root(graph, topology, pe_of_task, size: int) -> list:
 def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
                        max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4,
                        replicas: int = REPLICAS, kicks: int = 0, kick_fraction: float = 0.1,
-                       **swap_options):
+                       deadline: Deadline | None = None, **swap_options):
     """Collective: swap rounds on ``graph`` from ``pe_of_task`` with the tasks
     spread over ``comm`` in blocks.  ``graph``, ``topology`` and
     ``pe_of_task`` are read on rank 0 only (pass None elsewhere); the other
@@ -48,7 +49,8 @@ def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
     >= 0 are checked on every rank: ``ValueError`` everywhere).  Returns
     the refined mapping on rank 0 (None elsewhere), the ``RoundsResult``
     (this rank's labels) and this rank's memory use in bytes (its rows, its
-    labels, the neighbour labels of a round and its largest exchange)."""
+    labels, the neighbour labels of a round and its largest exchange).
+    Rank 0's ``deadline`` ends the rounds on every rank."""
     size, rank = comm.Get_size(), comm.Get_rank()
     replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     blocks = root_step(comm, "distributed refinement setup", _blocks_on_root, graph, topology,
@@ -61,7 +63,7 @@ def refine_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
     rounds = SwapRounds(rows, Labels.unpack(packed, levels), ex, seed=seed, replicas=replicas,
                         **swap_options)
     res = step(comm, "distributed refinement", rounds.run, max_rounds=max_rounds,
-               min_improvement=min_improvement, kicks=kicks, kick_fraction=kick_fraction)
+               min_improvement=min_improvement, kicks=kicks, kick_fraction=kick_fraction, deadline=deadline)
     work = rounds.rows  # the replicated rows and labels the rounds worked on
     own = sum(a.nbytes for a in (work.tasks, work.indptr, work.cols, work.weights,
                                  rounds.labels.pe, rounds.labels.anc, rounds.labels.dist))
@@ -79,8 +81,10 @@ def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0,
     ``rankmap.reorder_comm``).  ``graph`` and ``topology`` are read on rank 0
     only (pass None elsewhere).  Returns the ``Mapping`` on rank 0, None on
     other ranks; raises ``ValueError`` with the same message on every rank
-    on failure."""
+    on failure.  Option ``time_limit`` bounds the whole call by rank 0's
+    clock."""
     comm = MPI.COMM_WORLD if comm is None else comm
+    deadline = Deadline(options.get("time_limit"))
     replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     if eps is not None:
         raise ValueError("--distributed refines one-to-one mappings (no --eps)")
@@ -91,19 +95,20 @@ def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0,
         if graph.n > topology.n_pes:
             raise ValueError(f"--distributed refines one-to-one mappings: {graph.n} tasks on "
                              f"{topology.n_pes} PEs")
-        return map_tasks(graph, topology, method=method, seed=seed, **options).pe_of_task
+        return map_tasks(graph, topology, method=method, seed=seed, deadline=deadline, **options).pe_of_task
 
     begin = time.perf_counter()
     try:
         start = root_step(comm, f"mapping with {method}", start_mapping)
         pe, res, _ = refine_distributed(comm, graph, topology, start, seed=seed, replicas=replicas,
-                                        kicks=kicks)
+                                        kicks=kicks, deadline=deadline)
     except ReorderFailed as exc:
         raise ValueError(str(exc)) from None
     if comm.Get_rank() != 0:
         return None
     return Mapping(pe, method=f"{method}+distributed swap rounds ({comm.Get_size()} ranks)",
                    seed=seed, time_s=time.perf_counter() - begin,
+                   deadline_hit=deadline.hit or res.deadline_hit,
                    info={"ranks": comm.Get_size(), "replicas": replicas, "kicks": kicks,
                          "rounds": res.rounds, "swaps": res.swaps, "J_start": res.J_before,
                          "J_refined": res.J_after})

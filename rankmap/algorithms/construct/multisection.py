@@ -22,6 +22,11 @@ Mt-KaHyPar already uses ``threads`` inside each call.  ``workers`` > 1
 uses processes instead: the top levels split serially until there are
 SUBTREES_PER_WORKER subtrees per worker, then each subtree is multisected
 whole in a worker (instances of at least PARALLEL_MIN_TASKS tasks).
+
+A ``deadline`` is checked before every sub-problem (one partitioning call
+is not interrupted); once it has passed, the sub-problems left are placed
+in the given order inside their subtrees (``_place_in_order``), so the
+result is always a valid mapping.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...deadline import Deadline
 from ...graph import CommGraph
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
@@ -117,7 +123,8 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      eps: float | None = None, backend: str = "kahip", preset: str = "eco",
                      threads: int = 1, steiner: bool = False, tries: int = 1,
                      fast_below: float = 0.0, deterministic: bool = False,
-                     slack_by_distance: bool = False, workers: int = 1) -> np.ndarray:
+                     slack_by_distance: bool = False, workers: int = 1,
+                     deadline: Deadline | None = None) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
     ``topology`` (see the module docstring).  With ``tries`` > 1 every
     sub-problem is partitioned several times (further seeds; with
@@ -153,16 +160,20 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                        float(topology.node_distance[splits].max(initial=0.0)), one_to_one, eps, l_max,
                        float(w.sum()), backend, preset, int(threads), bool(steiner), int(tries), float(fast_below),
                        bool(deterministic), bool(slack_by_distance), int(seed))
+    deadline = Deadline.of(deadline)
     pe_of_task = np.full(n, -1, dtype=np.int64)
     frontier = [(topology.root, np.arange(n, dtype=np.int64))]
     parallel = workers > 1 and n >= PARALLEL_MIN_TASKS
-    while frontier and (not parallel or len(frontier) < SUBTREES_PER_WORKER * workers):
-        frontier = _split_level(setting, graph.symmetric, w, frontier, pe_of_task)
-    if frontier:  # the independent subtrees, each multisected whole by a worker
-        jobs = [(node, graph.symmetric[tasks][:, tasks], w[tasks]) for node, tasks in frontier]
+    while frontier and not deadline.expired() and (not parallel or len(frontier) < SUBTREES_PER_WORKER * workers):
+        frontier = _split_level(setting, graph.symmetric, w, frontier, pe_of_task, deadline)
+    if frontier and deadline.expired():
+        _place_in_order(setting, w, frontier, pe_of_task)
+    elif frontier:  # the independent subtrees, each multisected whole by a worker
+        jobs = [(node, graph.symmetric[tasks][:, tasks], w[tasks], deadline) for node, tasks in frontier]
         with _worker_pool(workers, setting) as pool:
-            for (_, tasks), pe in zip(frontier, pool.map(_subtree_job, jobs, chunksize=1)):
+            for (_, tasks), (pe, cut) in zip(frontier, pool.map(_subtree_job, jobs, chunksize=1)):
                 pe_of_task[tasks] = pe
+                deadline.hit |= cut
     return pe_of_task
 
 
@@ -170,24 +181,65 @@ PARALLEL_MIN_TASKS = 4096  # fewer tasks than this are multisected in this proce
 SUBTREES_PER_WORKER = 4    # split serially until there are this many subtrees per worker
 
 
-def _descend(setting: _Setting, sym, w, node: int) -> np.ndarray:
+def _descend(setting: _Setting, sym, w, node: int, deadline: Deadline) -> np.ndarray:
     """Multisection of the tasks of ``sym`` (all of them) below ``node``:
     every task's PE."""
     pe_of_task = np.full(sym.shape[0], -1, dtype=np.int64)
     frontier = [(node, np.arange(sym.shape[0], dtype=np.int64))]
-    while frontier:
-        frontier = _split_level(setting, sym, w, frontier, pe_of_task)
+    while frontier and not deadline.expired():
+        frontier = _split_level(setting, sym, w, frontier, pe_of_task, deadline)
+    _place_in_order(setting, w, frontier, pe_of_task)
     return pe_of_task
 
 
-def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarray) -> list:
+def _place_in_order(setting: _Setting, w, frontier: list, pe_of_task: np.ndarray) -> None:
+    """The deadline's fallback: every (node, tasks) of ``frontier`` on the
+    PEs below ``node`` in the given order, one task per PE (one-to-one; a
+    sub-problem never holds more tasks than its PEs) or consecutive runs
+    of tasks of equal weight per PE (else ``_least_loaded_fill``)."""
+    topology = setting.topology
+    for node, tasks in frontier:
+        lo, hi = topology.leaf_range(node)
+        if setting.one_to_one:
+            pe_of_task[tasks] = lo + np.arange(tasks.size)
+            continue
+        ws = w[tasks]
+        before = np.cumsum(ws) - ws  # equal shares of the weight, in order
+        pe = lo + np.minimum((before * (hi - lo) / max(float(ws.sum()), 1e-300)).astype(np.int64), hi - lo - 1)
+        if np.bincount(pe - lo, weights=ws, minlength=hi - lo).max(initial=0.0) > setting.l_max:
+            pe = _least_loaded_fill(ws, lo, hi, setting.l_max)
+        pe_of_task[tasks] = pe
+
+
+def _least_loaded_fill(ws: np.ndarray, lo: int, hi: int, l_max: float) -> np.ndarray:
+    """Heaviest task first onto the least loaded of PEs lo..hi-1, each
+    within ``l_max`` (the in-order split's fallback for unequal weights)."""
+    import heapq
+
+    heap = [(0.0, pe) for pe in range(lo, hi)]
+    out = np.empty(ws.size, dtype=np.int64)
+    for i in np.argsort(-ws, kind="stable").tolist():
+        load, pe = heapq.heappop(heap)
+        if load + ws[i] > l_max:
+            raise ValueError("multisection: the deadline passed and the tasks left do not fit their "
+                             "subtree's PEs")
+        out[i] = pe
+        heapq.heappush(heap, (load + float(ws[i]), pe))
+    return out
+
+
+def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarray, deadline: Deadline) -> list:
     """One level: split the tasks of every (node, tasks) of ``frontier``
     among the node's children; tasks that reach a leaf (or a subtree that
     Mt-KaHyPar maps whole) get their PE in ``pe_of_task``.  Returns the next
-    level's (node, tasks)."""
+    level's (node, tasks); after the ``deadline`` the sub-problems not yet
+    split are returned as they are."""
     s, topology = setting, setting.topology
     below_next = []
     for node, tasks in frontier:
+        if deadline.expired():
+            below_next.append((node, tasks))
+            continue
         children = topology.children(node)
         while children.size == 1:  # a level with one child splits nothing
             node = int(children[0])
@@ -268,9 +320,10 @@ def _adopt_setting(setting: _Setting) -> None:
     _WORKER_SETTING = setting
 
 
-def _subtree_job(job) -> np.ndarray:
-    node, sym, w = job
-    return _descend(_WORKER_SETTING, sym, w, node)
+def _subtree_job(job) -> tuple[np.ndarray, bool]:
+    """A worker's subtree: its tasks' PEs, and whether the deadline cut it."""
+    node, sym, w, deadline = job
+    return _descend(_WORKER_SETTING, sym, w, node, deadline), deadline.hit
 
 
 def _worker_pool(workers: int, setting: _Setting):
@@ -297,7 +350,8 @@ def _worker_pool(workers: int, setting: _Setting):
                           "deterministic=true: Mt-KaHyPar's repeatable presets, "
                           "workers=N: sub-problems of a level in N processes, same result)")
 def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
-                 steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, workers=1, **_):
+                 steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, workers=1,
+                 deadline=None, **_):
     if str(slack) not in ("lemma", "distance"):
         raise ValueError(f"option slack={slack!r}: expected lemma or distance")
     return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
@@ -305,5 +359,5 @@ def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="
                             tries=int(tries), fast_below=float(fast_below),
                             slack_by_distance=str(slack) == "distance",
                             deterministic=str(deterministic).strip().lower() in ("1", "true", "yes", "on"),
-                            workers=int(workers))
+                            workers=int(workers), deadline=deadline)
 

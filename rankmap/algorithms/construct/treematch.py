@@ -54,6 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...cost import mapping_cost
+from ...deadline import Deadline
 from ...graph import CommGraph
 from ...topology import Topology
 from .. import register
@@ -256,8 +257,12 @@ def _grow_parts(sym: sp.csr_array, caps: np.ndarray) -> np.ndarray:
 def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=None,
                   allowed_pes=None, oversubscribe=None, grouping: str = "auto",
                   split_arity: str = "auto", max_candidates=MAX_CANDIDATES,
-                  group_refine=True, final_refine=True) -> np.ndarray:
-    """pe_of_task for ``graph`` on ``topology`` (see module docstring)."""
+                  group_refine=True, final_refine=True, deadline: Deadline | None = None) -> np.ndarray:
+    """pe_of_task for ``graph`` on ``topology`` (see module docstring).  The
+    ``deadline`` is checked before every subtree: once it has passed, the
+    subtrees left get their tasks in the given order on their allowed PEs,
+    and the final refinement stops."""
+    deadline = Deadline.of(deadline)
     k = topology.n_pes
     grouping = _choice(grouping, "grouping", ("auto", "exhaustive", "fast", "kahip"))
     split_arity = _choice(split_arity, "split_arity", ("auto", "always", "never"))
@@ -283,6 +288,11 @@ def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=No
         node, tasks, sym = stack.pop()
         if tasks.size == 0:
             continue
+        if deadline.expired():  # a subtree never holds more tasks than its allowed PEs take
+            lo, hi = topology.leaf_range(node)
+            pes = allowed[(allowed >= lo) & (allowed < hi)]
+            pe_of_task[tasks] = np.repeat(pes, cap)[:tasks.size]
+            continue
         if index.stype[node] >= 0:
             arities = ([cap] if cap > 1 else []) + index.arities(node)
             slot_task = bottom_up(sym, arities, **opts)
@@ -301,7 +311,7 @@ def treematch_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=No
             stack.append((child, tasks[sel], sym[sel][:, sel].tocsr()))
     if final_depth is None:
         return pe_of_task
-    return _final_refinement(graph, topology, pe_of_task, final_depth, cap, allowed, seed)
+    return _final_refinement(graph, topology, pe_of_task, final_depth, cap, allowed, seed, deadline)
 
 
 def _final_depth(value, n: int):
@@ -323,7 +333,8 @@ def _final_depth(value, n: int):
     return depth
 
 
-def _final_refinement(graph, topology, pe_of_task, depth, cap: int, allowed, seed: int) -> np.ndarray:
+def _final_refinement(graph, topology, pe_of_task, depth, cap: int, allowed, seed: int,
+                      deadline: Deadline) -> np.ndarray:
     """Swap refinement of the TreeMatch mapping; the packed and round-robin
     placements (same PEs, same tasks per PE) are refined too when their J is
     lower, and the lowest J is kept.  Loads stay within ``cap`` tasks per PE
@@ -336,11 +347,13 @@ def _final_refinement(graph, topology, pe_of_task, depth, cap: int, allowed, see
         eps = (cap + 0.5) * float(w[0]) / math.ceil(float(w.sum()) / topology.n_pes) - 1.0
 
     def refined(pe):
-        return swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
+        return swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps, deadline=deadline)
 
     best = refined(pe_of_task)
     best_j = mapping_cost(graph, topology, best)
     for depth_deal in (0, 1):  # packed, round-robin over the root's children
+        if deadline.expired():
+            break
         start = dealt_slots(topology, graph.n, cap, depth_deal, allowed)
         if mapping_cost(graph, topology, start) < best_j:
             pe = refined(start)

@@ -58,6 +58,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...deadline import Deadline
+
 if TYPE_CHECKING:  # an MPI rank of the rounds needs neither (nor scipy, which CommGraph loads)
     from ...graph import CommGraph
     from ...topology import Topology
@@ -248,6 +250,7 @@ class RoundsResult:
     rounds: int
     swaps: int
     history: list = field(default_factory=list)
+    deadline_hit: bool = False  # owner 0's deadline ended the rounds (the same on every owner)
 
 
 def expand_rows(indptr, local_rows) -> tuple[np.ndarray, np.ndarray]:
@@ -340,6 +343,7 @@ class SwapRounds:
         self.turn = 0  # rounds done
         self.levels = labels.anc.shape[1]
         self.error: BaseException | None = None
+        self.deadline, self.stopped = Deadline(), False  # set by run()
 
     def _owner(self, tasks) -> np.ndarray:
         """Owner of (replicated) task ids: a task's copies stay with it."""
@@ -638,13 +642,17 @@ class SwapRounds:
         return np.zeros(self.replicas) if out is None else out
 
     def run(self, *, max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4, kicks: int = 0,
-            kick_fraction: float = 0.1) -> RoundsResult:
+            kick_fraction: float = 0.1, deadline: Deadline | None = None) -> RoundsResult:
         """Rounds until a check round gains too little (a swap local optimum
         in every replica), then ``kicks`` times: a kick round (random swaps
         of about ``kick_fraction`` of the tasks), rounds again, and each
         replica keeps the result when its J fell, else restores its labels
         (iterated local search).  Returns the replica with the lowest J (its
-        labels for this owner's tasks): never worse than the start."""
+        labels for this owner's tasks): never worse than the start.  Owner
+        0's ``deadline`` (the others' is ignored) rides on every round's
+        allreduce, so all owners stop after the same round."""
+        self.deadline = Deadline.of(deadline)
+        self.stopped = False
         got = self.ex.allreduce([*self.cost(), self.error is not None])
         self._raise_if(got[-1])
         j0 = got[:-1]
@@ -652,7 +660,7 @@ class SwapRounds:
         best = self._descend(j0.copy(), max_rounds, min_improvement)
         saved = self._saved()
         for _ in range(kicks):
-            if best.sum() <= 0:
+            if best.sum() <= 0 or self.stopped:
                 break
             _swaps, gains = self._collective_round(1e-12 * best.sum(), kick=kick_fraction)
             j = self._descend(best - gains, max_rounds, min_improvement)
@@ -668,7 +676,7 @@ class SwapRounds:
                         self.labels.dist[mine])
         swaps = sum(h["swaps"] for h in self.history)
         return RoundsResult(labels, float(j0[0]), float(best[chosen]), len(self.history), swaps,
-                            self.history)
+                            self.history, self.stopped)
 
     def _saved(self):
         return self.labels.pe.copy(), self.labels.anc.copy(), self.labels.dist.copy()
@@ -677,9 +685,11 @@ class SwapRounds:
         """One round on every owner; returns the swaps (all replicas) and the
         gain of each replica."""
         n_swapped, gains = self.round(floor, wide=wide, kick=kick)
-        got = self.ex.allreduce([n_swapped, *gains, self.error is not None])
+        expired = self.ex.rank == 0 and self.deadline.expired()
+        got = self.ex.allreduce([n_swapped, *gains, expired, self.error is not None])
         self._raise_if(got[-1])
-        swaps, gains = int(round(got[0])) // 2, got[1:-1]
+        swaps, gains = int(round(got[0])) // 2, got[1:-2]
+        self.stopped = self.stopped or bool(got[-2])
         self.history.append({"round": len(self.history) + 1, "swaps": swaps,
                              "gain": float(gains.sum()), "check": wide, "kick": bool(kick)})
         return swaps, gains
@@ -690,7 +700,7 @@ class SwapRounds:
         floor = 1e-12 * j.max()
         check = False
         for _ in range(max_rounds):
-            if j.sum() <= 0:
+            if j.sum() <= 0 or self.stopped:
                 break
             swaps, gains = self._collective_round(floor, wide=check)
             j = j - gains
@@ -712,7 +722,7 @@ class SwapRounds:
 def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int = 0,
                   fanout: int = 8, proposals: int = 8, max_rounds: int = MAX_ROUNDS, group_cap: int = 16,
                   min_improvement: float = 1e-4, kicks: int = 0, kick_fraction: float = 0.1,
-                  replicas: int = REPLICAS) -> tuple[np.ndarray, RoundsResult]:
+                  replicas: int = REPLICAS, deadline: Deadline | None = None) -> tuple[np.ndarray, RoundsResult]:
     """The distributed swap refinement run in one process (same decisions as
     under MPI with any number of ranks).  One-to-one mappings only."""
     replicas, kicks = rounds_options(replicas, kicks)
@@ -725,5 +735,5 @@ def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int
     sr = SwapRounds(rows, Labels.of(topology, pe), ex, seed=seed, fanout=fanout, proposals=proposals,
                     group_cap=group_cap, replicas=replicas)
     res = sr.run(max_rounds=max_rounds, min_improvement=min_improvement, kicks=kicks,
-                 kick_fraction=kick_fraction)
+                 kick_fraction=kick_fraction, deadline=deadline)
     return res.labels.pe.copy(), res

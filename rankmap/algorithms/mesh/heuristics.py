@@ -57,6 +57,7 @@ from collections import deque
 import numpy as np
 
 from ...cost import mapping_cost
+from ...deadline import Deadline
 from ...graph import CommGraph
 from ...layout import check_coordinates, infer_coordinates, load_coordinates
 from ...topology.mesh import MeshTopology
@@ -302,12 +303,14 @@ MESH_AUTO_N2_MAX_TASKS = 256  # swap refinement: all pairs up to here, N_C^10 be
 @register("mesh_auto", "mesh/torus: the best mesh heuristics (and identity), each refined by swap "
                        "refinement and pairwise exchange",
           machines=("mesh",))
-def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **options):
+def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, deadline=None, **options):
     """Run every candidate; refine the ``refine_best`` lowest-J ones (local
     optima differ by start) by swap refinement followed by pairwise
     exchange, and up to MESH_AUTO_N2_MAX_TASKS tasks also by pairwise
     exchange alone (it won only on the 64-rank MapLib traffic); keep the
-    lowest J."""
+    lowest J.  After the ``deadline`` no further candidate or refinement
+    starts (the first candidate always runs)."""
+    deadline = Deadline.of(deadline)
     _require_mesh(topology)
     if options.get("coords") is None and options.get("coords_file") is None and graph.n:
         # lay the graph out once for the three geometric heuristics
@@ -315,13 +318,17 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, **o
                                               method=options.get("layout", "auto"))
     starts = []
     for name in MESH_AUTO_CANDIDATES:
+        if starts and deadline.expired():
+            break
         pe = METHODS[name].fn(graph, topology, seed=seed, eps=eps, **options)
         starts.append((mapping_cost(graph, topology, pe), len(starts), pe))
     depth = "n2" if graph.n <= MESH_AUTO_N2_MAX_TASKS else 10
     best, best_j = None, np.inf
     for _, _, pe in sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]:
-        swapped = swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps)
+        swapped = swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps, deadline=deadline)
         for start in ((pe, swapped) if graph.n <= MESH_AUTO_N2_MAX_TASKS else (swapped,)):
+            if best is not None and deadline.expired():
+                break
             out = pairwise_exchange(graph, topology, start, eps=eps, rounds=rounds)
             j = mapping_cost(graph, topology, out)
             if j < best_j:

@@ -30,7 +30,7 @@ import functools
 import types
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ...topology import Topology
 from ...topology.mesh import MeshTopology

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...cost import mapping_cost
+from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, validate_mapping
 from .. import METHODS
 from .one_to_one import _refine_cost, _refine_depth, budget_seconds
@@ -120,10 +121,12 @@ def plan_many(graph, topology, time_limit: float | None, seed: int = 0) -> tuple
 
 
 def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
-              time_limit: float | None = None, workers: int = 1) -> np.ndarray:
+              time_limit: float | None = None, workers: int = 1, deadline: Deadline | None = None) -> np.ndarray:
     """Best J of the planned multisection runs, move-refined, then the best
     swap-refined (see the module docstring); ``workers`` processes per
-    multisection (the same result)."""
+    multisection (the same result).  The ``deadline`` ends the runs early:
+    the best so far is returned."""
+    deadline = Deadline.of(deadline)
     eps = DEFAULT_EPS if eps is None else eps
     best_pe, best_j = None, np.inf
     try:  # the given order, when it is a valid placement
@@ -134,15 +137,18 @@ def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
         pass
     runs, _ = plan_many(graph, topology, time_limit, seed)
     for opts in runs:
+        if best_pe is not None and deadline.expired():
+            break
         try:
-            pe = multisection_map(graph, topology, eps=eps, threads=1, workers=workers, **opts)
+            pe = multisection_map(graph, topology, eps=eps, threads=1, workers=workers, deadline=deadline, **opts)
         except ValueError:  # e.g. a partition no repair can fit under L_max: the other runs may
             continue
-        pe = move_refine(graph, topology, pe, eps=eps, seed=opts["seed"])
+        pe = move_refine(graph, topology, pe, eps=eps, seed=opts["seed"], deadline=deadline)
         j = mapping_cost(graph, topology, pe)
         if j < best_j:
             best_pe, best_j = pe, j
     if best_pe is None:
         raise ValueError("auto: no candidate method could map this instance")
-    refined = swap_refine(graph, topology, best_pe, depth=_refine_depth(graph.n), seed=seed, eps=eps)
+    refined = swap_refine(graph, topology, best_pe, depth=_refine_depth(graph.n), seed=seed, eps=eps,
+                          deadline=deadline)
     return refined if mapping_cost(graph, topology, refined) < best_j else best_pe

@@ -33,7 +33,10 @@ as the machine matches the model.  auto also stops when it has converged:
 after the first three starts, two in a row that return the best J again,
 or four in a row without a gain, end the starts;
 the search ends once the kicks without a gain reach max(PATIENCE, the
-kicks made up to the last gain).  The given order is always a candidate
+kicks made up to the last gain).  The wall-clock ``deadline`` (from
+``time_limit``, see ``rankmap.deadline``) is a guard on top of that plan:
+every start, refinement slice and kick checks it, and when it cuts, the best
+mapping so far is returned.  The given order is always a candidate
 (unrefined when the budget leaves no room), so auto never returns a higher
 J than it.  This is one-to-one mapping; many tasks per PE (``eps`` or more
 tasks than PEs) go to ``auto_many``, a portfolio of its own.  On a mesh or
@@ -45,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...cost import mapping_cost
+from ...deadline import Deadline
 from ...topology import Topology
 from .. import METHODS, register
 from ..refine.moves import move_refine
@@ -196,13 +200,15 @@ def _ordered(runs, budget: float, n: int):
                   "within time_limit seconds (default 10; deterministic per seed and budget; "
                   "workers=N: multisections in N processes, same result)",
           machines=("tree", "mesh"))
-def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, **options):
+def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadline=None, **options):
+    deadline = Deadline.of(deadline)
     if not isinstance(topology, Topology):  # a mesh/torus: the tree methods do not apply
-        return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, **options)
+        return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, deadline=deadline, **options)
     if eps is not None or graph.n > topology.n_pes:  # many tasks per PE: a portfolio of its own
         from .many_to_one import auto_many
 
-        return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=int(workers))
+        return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=int(workers),
+                         deadline=deadline)
     best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE
     best_j = mapping_cost(graph, topology, best_pe)
     budget = budget_seconds(time_limit)
@@ -210,6 +216,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, **opt
     spent, idle, repeats, tried = 0.0, 0, 0, 0
     starts, _ = plan(graph, topology, time_limit, seed)
     for name, opts, cost in starts:
+        if deadline.expired():
+            break
         if tried and spent + cost + refine > budget:
             continue  # the counted work left no room: a cheaper later one still may fit
         if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
@@ -219,11 +227,11 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, **opt
         if name == "multisection":  # the plan and the result do not depend on it
             opts["workers"] = int(workers)
         spent += cost
-        pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, **opts))
+        pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, deadline=deadline, **opts))
         # the first start gets at least about one refinement pass, whatever the budget
         floor = refine / _REFINE_PASSES if not tried else 0.0
         tried += 1
-        pe, work = _refine_start(graph, topology, pe, max(budget - spent, floor), run_seed)
+        pe, work = _refine_start(graph, topology, pe, max(budget - spent, floor), run_seed, deadline)
         spent += work
         j = mapping_cost(graph, topology, pe)
         gain = j < best_j * (1 - 1e-9)
@@ -231,44 +239,47 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, **opt
         repeats = 0 if gain or j > best_j * (1 + 1e-9) else repeats + 1
         if j < best_j:
             best_pe, best_j = pe, j
-    best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent)
+    best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent,
+                                      deadline=deadline)
     if graph.n < topology.n_pes:
-        best_pe, best_j = _use_free_pes(graph, topology, best_pe, best_j, seed)
+        best_pe, best_j = _use_free_pes(graph, topology, best_pe, best_j, seed, deadline)
     return best_pe
 
 
-def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int):
+def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int, deadline: Deadline):
     """With fewer tasks than PEs a swap never uses a free PE: moves into free
     PEs (``move_refine``) and swap refinement alternate while the moves
     lower J, up to FREE_PE_ROUNDS times.  On auto's result for 3elt, uk and
     data models of 200-400 tasks on 256-512 PEs: J 0-6% lower in 0.02 s."""
     pe = pe_of_task
     for r in range(FREE_PE_ROUNDS):
-        moved = move_refine(graph, topology, pe, eps=None, seed=seed + r)
+        if deadline.expired():
+            break
+        moved = move_refine(graph, topology, pe, eps=None, seed=seed + r, deadline=deadline)
         if mapping_cost(graph, topology, moved) >= j * (1 - 1e-12):
             break
-        pe, _ = _refine_start(graph, topology, moved, _refine_cost(graph, topology, True), seed + r)
+        pe, _ = _refine_start(graph, topology, moved, _refine_cost(graph, topology, True), seed + r, deadline)
         j = mapping_cost(graph, topology, pe)
     return pe, j
 
 
-def _refine_start(graph, topology, pe_of_task, budget: float, seed: int):
+def _refine_start(graph, topology, pe_of_task, budget: float, seed: int, deadline: Deadline):
     """Swap refinement of a one-to-one start within ``budget`` estimated
     seconds of counted work; returns the mapping and the work's estimated
     seconds.  Up to N2_MAX_TASKS the quadratic neighbourhood by best
     partner scans (``refine_around`` with every task active; 5-10x less
     work than first-improvement passes over all pairs, local optima of the
     same strength on the benchmark starts); beyond, ``refine_swaps`` on
-    N_C^10."""
+    N_C^10.  Both stop early at the ``deadline``."""
     n = graph.n
     if n <= N2_MAX_TASKS:
         per_scan = _scan_seconds(graph, topology)
         pe, scans, _ = refine_around(graph, topology, pe_of_task, np.arange(n), seed=seed,
-                                     max_scans=max(int(budget / per_scan), n))
+                                     max_scans=max(int(budget / per_scan), n), deadline=deadline)
         return pe, scans * per_scan
     per_pair = _pair_seconds(graph)
     pe, stats = refine_swaps(graph, topology, pe_of_task, depth=_refine_depth(n), seed=seed,
-                             max_evaluations=max(int(budget / per_pair), n))
+                             max_evaluations=max(int(budget / per_pair), n), deadline=deadline)
     return pe, stats.evaluated * per_pair
 
 
@@ -300,7 +311,7 @@ def kick(graph, pe_of_task, rng: np.random.Generator, size: int = KICK_TASKS) ->
 
 
 def iterated_search(graph, topology, pe_of_task, j, *, seed: int, budget: float | None = None,
-                    rounds: int | None = None):
+                    rounds: int | None = None, deadline: Deadline | None = None):
     """Iterated local search: kick the best mapping, refine, keep it when J
     drops.  Stops when the work done (pairs evaluated and kicks, priced by
     the work model) reaches ``budget`` seconds, after ``rounds`` kicks, or
@@ -308,7 +319,9 @@ def iterated_search(graph, topology, pe_of_task, j, *, seed: int, budget: float 
     last gain, at least PATIENCE and at least enough to touch every task
     COVER_TOUCHES times on average (4 n / 8 kicks: gains on the 512-task
     benchmark models still come after 1000 kicks).  All three are counts, never the
-    clock, so the result is deterministic."""
+    clock, so the result is deterministic unless the ``deadline`` (checked
+    between kicks and inside each refinement) cuts it first."""
+    deadline = Deadline.of(deadline)
     rng = np.random.default_rng([seed, 7])
     best_pe, best_j, last_gain = pe_of_task, j, 0
     per_scan = _scan_seconds(graph, topology)
@@ -316,12 +329,12 @@ def iterated_search(graph, topology, pe_of_task, j, *, seed: int, budget: float 
     patience = max(PATIENCE, COVER_TOUCHES * graph.n // KICK_TASKS)
     spent, r = 0.0, 0
     while (rounds is None or r < rounds) and (budget is None or spent < budget) \
-            and r - last_gain < max(patience, last_gain):
+            and r - last_gain < max(patience, last_gain) and not deadline.expired():
         kicked = kick(graph, best_pe, rng)
         # best_pe is swap-optimal (or nearly, beyond N2_MAX_TASKS): search only around the kick
         cap = None if budget is None else int((budget - spent) / per_scan) + 1
         cand, scans, cj = refine_around(graph, topology, kicked, np.flatnonzero(kicked != best_pe),
-                                        seed=seed + r, max_scans=cap)
+                                        seed=seed + r, max_scans=cap, deadline=deadline)
         spent += per_kick + scans * per_scan
         r += 1
         if cj < best_j * (1 - 1e-12):

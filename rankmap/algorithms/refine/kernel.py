@@ -16,7 +16,7 @@ p at depth d (padded with ids unique to p below a short leaf), so D(p, q) is
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 
 @njit(cache=True, nogil=True)
@@ -110,107 +110,80 @@ def _gamma_of(indptr, indices, w, pos, paths, dist_ext, t):
 
 
 @njit(cache=True, nogil=True)
-def best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, tol, max_scans):
-    """One-to-one swap search around ``active`` tasks, all partners, best
-    partner per task.  For a task u every swap gain is O(1) after O(n depth
-    + m) shared work: y[x] = D(p_u, p_x) for all x, the matrix-vector
-    product C_v(p_u) = sum_x S_vx y[x] for all v, and C_u(q) = sum_x S_ux
-    D(q, p_x) read off per-node neighbour weights of u along q's path; the
-    gain of swapping u and v is C_u(p_v) + C_v(p_u) - Gamma_u - Gamma_v +
-    2 S_uv D(p_u, p_v).  Tasks are scanned in ``prio`` order; a task that
-    gains swaps with its best partner; the moved tasks and their neighbours
-    are scanned again until a round moves nothing (then no pair with a task
-    scanned in the last round gains) or after ``max_scans`` scans.  Updates ``pos``; returns the number
-    of task scans and J of the result (half the sum of the contributions
-    Gamma)."""
+def gammas(indptr, indices, w, pos, paths, dist_ext):
+    """Every task's contribution Gamma_t = sum_x S_tx D(p_t, p_x)."""
     n = pos.size
-    depth = paths.shape[0]
     gamma = np.empty(n)
     for t in range(n):
         gamma[t] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, t)
+    return gamma
+
+
+@njit(cache=True, nogil=True)
+def best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, order, tol, moved):
+    """One-to-one swap search, all partners, best partner per task, for the
+    tasks ``order`` in turn.  For a task u every swap gain is O(1) after
+    O(n depth + m) shared work: y[x] = D(p_u, p_x) for all x, the
+    matrix-vector product C_v(p_u) = sum_x S_vx y[x] for all v, and C_u(q) =
+    sum_x S_ux D(q, p_x) read off per-node neighbour weights of u along q's
+    path; the gain of swapping u and v is C_u(p_v) + C_v(p_u) - Gamma_u -
+    Gamma_v + 2 S_uv D(p_u, p_v).  A task that gains swaps with its best
+    partner.  Updates ``pos`` and ``gamma`` in place and writes the swapped
+    tasks to ``moved`` (room for 2 per task); returns how many.  Each task
+    is one scan, so a caller can hand over a bounded slice of a round and
+    check the clock between slices: the result does not depend on the
+    slicing."""
+    n = pos.size
+    depth = paths.shape[0]
     y = np.empty(n)
     cv = np.empty(n)
     wnode = np.zeros(dist_ext.size)
     wu = np.zeros(n)
-    mark = np.zeros(n, dtype=np.int64)
-    stamp = 0
-    scans = 0
-    todo = active.copy()
-    while todo.size:
-        order = todo[np.argsort(prio[todo])]
-        stamp += 1
-        moved_list = []
-        for u in order:
-            if scans >= max_scans:
-                return scans, 0.5 * gamma.sum()
-            pu = pos[u]
-            scans += 1
-            for x in range(n):
-                y[x] = _dist(paths, dist_ext, pu, pos[x])
-            for v in range(n):
-                s = 0.0
-                for e in range(indptr[v], indptr[v + 1]):
-                    s += w[e] * y[indices[e]]
-                cv[v] = s
-            for e in range(indptr[u], indptr[u + 1]):
-                x = indices[e]
-                wu[x] += w[e]
-                px = pos[x]
-                for d in range(depth):
-                    wnode[paths[d, px]] += w[e]
-            best = -tol
-            best_v = -1
-            for v in range(n):
-                pv = pos[v]
-                if pv == pu:
-                    continue
-                cu = 0.0
-                for d in range(depth - 1):
-                    a = paths[d, pv]
-                    cu += (wnode[a] - wnode[paths[d + 1, pv]]) * dist_ext[a]
-                g = cu + cv[v] - gamma[u] - gamma[v] + 2.0 * wu[v] * y[v]
-                if g < best:
-                    best = g
-                    best_v = v
-            for e in range(indptr[u], indptr[u + 1]):
-                x = indices[e]
-                wu[x] = 0.0
-                px = pos[x]
-                for d in range(depth):
-                    wnode[paths[d, px]] = 0.0
-            if best_v < 0:
+    n_moved = 0
+    for u in order:
+        pu = pos[u]
+        for x in range(n):
+            y[x] = _dist(paths, dist_ext, pu, pos[x])
+        for v in range(n):
+            s = 0.0
+            for e in range(indptr[v], indptr[v + 1]):
+                s += w[e] * y[indices[e]]
+            cv[v] = s
+        for e in range(indptr[u], indptr[u + 1]):
+            x = indices[e]
+            wu[x] += w[e]
+            px = pos[x]
+            for d in range(depth):
+                wnode[paths[d, px]] += w[e]
+        best = -tol
+        best_v = -1
+        for v in range(n):
+            pv = pos[v]
+            if pv == pu:
                 continue
-            v = best_v
-            pos[u], pos[v] = pos[v], pu
-            for t in (u, v):
-                moved_list.append(t)
-                gamma[t] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, t)
-                for e in range(indptr[t], indptr[t + 1]):
-                    x = indices[e]
-                    gamma[x] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, x)
-        # next round: the moved tasks and their neighbours
-        count = 0
-        for t in moved_list:
-            if mark[t] != stamp:
-                mark[t] = stamp
-                count += 1
+            cu = 0.0
+            for d in range(depth - 1):
+                a = paths[d, pv]
+                cu += (wnode[a] - wnode[paths[d + 1, pv]]) * dist_ext[a]
+            g = cu + cv[v] - gamma[u] - gamma[v] + 2.0 * wu[v] * y[v]
+            if g < best:
+                best = g
+                best_v = v
+        for e in range(indptr[u], indptr[u + 1]):
+            x = indices[e]
+            wu[x] = 0.0
+            px = pos[x]
+            for d in range(depth):
+                wnode[paths[d, px]] = 0.0
+        if best_v < 0:
+            continue
+        v = best_v
+        pos[u], pos[v] = pos[v], pu
+        for t in (u, v):
+            moved[n_moved] = t
+            n_moved += 1
+            gamma[t] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, t)
             for e in range(indptr[t], indptr[t + 1]):
                 x = indices[e]
-                if mark[x] != stamp:
-                    mark[x] = stamp
-                    count += 1
-        moved = np.empty(count, dtype=np.int64)
-        i = 0
-        for t in moved_list:
-            if mark[t] == stamp:
-                moved[i] = t
-                mark[t] = -stamp
-                i += 1
-            for e in range(indptr[t], indptr[t + 1]):
-                x = indices[e]
-                if mark[x] == stamp:
-                    moved[i] = x
-                    mark[x] = -stamp
-                    i += 1
-        todo = moved
-    return scans, 0.5 * gamma.sum()
+                gamma[x] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, x)
+    return n_moved

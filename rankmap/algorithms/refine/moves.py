@@ -32,9 +32,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import njit
+from ..jit import njit
 
 from ...cost import mapping_cost
+from ...deadline import Deadline
 from ...graph import CommGraph
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
@@ -178,15 +179,17 @@ def loads_and_capacity(graph: CommGraph, topology, pe_of_task, eps: float | None
 
 
 def refine_moves(graph: CommGraph, topology: Topology, pe_of_task, *, eps: float | None = None,
-                 seed: int = 0, max_passes: int | None = None, time_limit: float | None = None,
+                 seed: int = 0, max_passes: int | None = None, deadline: Deadline | None = None,
                  min_gain: float = MIN_GAIN):
     """Move local search on a tree topology; returns ``(pe_of_task, RefineStats)``
-    (``swaps`` counts moves)."""
+    (``swaps`` counts moves).  ``deadline`` is checked between passes (one
+    pass is O(m depth))."""
     from .kernel import tree_oracle
 
     if not isinstance(topology, Topology):
         raise ValueError("move refinement needs a tree topology (hierarchy, hwloc or tleaf)")
     start = time.perf_counter()
+    deadline = Deadline.of(deadline)
     pos = np.asarray(pe_of_task, dtype=np.int64).copy()
     adj = graph.symmetric
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
@@ -203,7 +206,7 @@ def refine_moves(graph: CommGraph, topology: Topology, pe_of_task, *, eps: float
     tol = 1e-12 * max(j, 1.0)
     rng = np.random.default_rng(seed)
     tick = 0
-    while max_passes is None or stats.passes < max_passes:
+    while (max_passes is None or stats.passes < max_passes) and not deadline.expired():
         stats.passes += 1
         moves, change, tick = move_pass(indptr, indices, w, pos, paths, dist_ext,
                                         rng.permutation(graph.n).astype(np.int64), vw, load, cap,
@@ -213,15 +216,13 @@ def refine_moves(graph: CommGraph, topology: Topology, pe_of_task, *, eps: float
         j += change
         if moves == 0 or -change < min_gain * max(j, 1e-300):
             break
-        if time_limit is not None and time.perf_counter() - start > time_limit:
-            break
     stats.j_end = float(mapping_cost(graph, topology, pos))
     stats.seconds = time.perf_counter() - start
     return pos, stats
 
 
 def move_refine(graph: CommGraph, topology: Topology, pe_of_task, *, eps: float | None = None,
-                seed: int = 0, time_limit: float | None = None, **_) -> np.ndarray:
+                seed: int = 0, deadline: Deadline | None = None, **_) -> np.ndarray:
     """``pe_of_task`` improved by single-task moves within the PE capacities."""
-    pe, _ = refine_moves(graph, topology, pe_of_task, eps=eps, seed=seed, time_limit=time_limit)
+    pe, _ = refine_moves(graph, topology, pe_of_task, eps=eps, seed=seed, deadline=deadline)
     return pe

@@ -6,7 +6,8 @@ when that lowers J.  Candidate pairs come from the neighbourhood N_C^d
 at most ``ball_cap`` per task) or, with ``depth="n2"``, all pairs (the
 quadratic neighbourhood, pruned to pairs on PEs at non-zero distance; for
 small n).  A pass visits every pair once in random order; the search stops
-after a pass without gain, at ``max_passes`` or at ``time_limit``.
+after a pass without gain, at ``max_passes``, after ``max_evaluations``
+pairs or when the ``deadline`` passes (checked every PAIR_SLICE pairs).
 
 The gain of a swap is computed from the two tasks' neighbourhoods alone,
 O(deg(u) + deg(v)): moving u from p_u to p_v changes J by
@@ -39,6 +40,7 @@ import scipy.sparse as sp
 
 from ...graph import CommGraph
 from ...cost import mapping_cost
+from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
 from .. import register
@@ -77,15 +79,18 @@ def _ragged(indptr: np.ndarray, rows: np.ndarray):
     return edges, owner
 
 
-def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator):
+def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator, deadline: Deadline):
     """Yield arrays (U, V), u < v, of the pairs within graph distance
     ``depth``: sparse BFS from chunks of sources; a source stops growing
-    once its ball reaches ``cap`` tasks (whole BFS levels are kept)."""
+    once its ball reaches ``cap`` tasks (whole BFS levels are kept).  Stops
+    early when ``deadline`` passes."""
     n = adj.shape[0]
     pattern = sp.csr_array((np.ones(adj.nnz, dtype=np.int8), adj.indices, adj.indptr), shape=adj.shape)
     order = rng.permutation(n)
     chunk = max(1, min(n, (1 << 20) // max(min(cap, n), 1)))
     for start in range(0, n, chunk):
+        if deadline.expired():
+            return
         src = order[start:start + chunk]
         c = src.size
         seen = sp.csr_array((np.ones(c, dtype=np.int8), (np.arange(c), src)), shape=(c, n))
@@ -215,14 +220,15 @@ class _SwapState:
 
 
 def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH, seed: int = 0,
-                 time_limit: float | None = None, eps: float | None = None,
+                 deadline: Deadline | None = None, eps: float | None = None,
                  max_passes: int | None = None, ball_cap: int = DEFAULT_BALL_CAP,
                  max_evaluations: int | None = None):
     """Swap local search; returns ``(pe_of_task, RefineStats)``.
     ``max_evaluations`` stops it after about that many pairs evaluated: a
-    work limit that, unlike ``time_limit``, gives the same result on any
-    machine (checked every PAIR_SLICE pairs)."""
+    work limit that, unlike the ``deadline``, gives the same result on any
+    machine (both checked every PAIR_SLICE pairs)."""
     start = time.perf_counter()
+    deadline = Deadline.of(deadline)
     s = _SwapState(graph, topology, pe_of_task, eps)
     n = graph.n
     rng = np.random.default_rng(seed)
@@ -236,7 +242,7 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     cache: list = []
     kernel = _compiled_kernel(topology) if n > 1 else None
     if kernel is not None:
-        _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, start, time_limit, max_passes, stats,
+        _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, deadline, max_passes, stats,
                          max_evaluations)
         stats.j_end = float(mapping_cost(graph, topology, s.pos))
         stats.seconds = time.perf_counter() - start
@@ -245,7 +251,7 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     while not out_of_time and (max_passes is None or stats.passes < max_passes) and n > 1:
         stats.passes += 1
         gained = 0
-        pairs = _pass_pairs(s.adj, depth, int(ball_cap), rng, cache)
+        pairs = _pass_pairs(s.adj, depth, int(ball_cap), rng, cache, deadline)
         carry_u = carry_v = np.zeros(0, dtype=np.int64)
         for U, V in pairs:
             for b in range(0, max(U.size, 1), BATCH):
@@ -253,8 +259,7 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
                 cv = np.concatenate([carry_v, V[b:b + BATCH]])
                 carry_u, carry_v, n_applied = _run_batch(s, cu, cv, tol, stats)
                 gained += n_applied
-                if (time_limit is not None and time.perf_counter() - start > time_limit) or \
-                        (max_evaluations is not None and stats.evaluated >= max_evaluations):
+                if deadline.expired() or (max_evaluations is not None and stats.evaluated >= max_evaluations):
                     out_of_time = True
                     break
             if out_of_time:
@@ -262,7 +267,7 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
         while carry_u.size and not out_of_time:
             carry_u, carry_v, n_applied = _run_batch(s, carry_u, carry_v, tol, stats)
             gained += n_applied
-        if gained == 0:
+        if gained == 0 or deadline.hit:
             break
     stats.j_end = s.j
     stats.seconds = time.perf_counter() - start
@@ -285,11 +290,12 @@ def _compiled_kernel(topology):
     return None
 
 
-def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, start, time_limit, max_passes,
+def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, deadline: Deadline, max_passes,
                      stats: RefineStats, max_evaluations=None):
     """Sequential first-improvement passes in compiled code (the pass of
-    ``_compiled_kernel``), the time and work limits checked between slices
-    of pairs."""
+    ``_compiled_kernel``), the deadline and the work limit checked between
+    slices of PAIR_SLICE pairs (the slicing does not change the result: the
+    pass is sequential)."""
     swap_pass, oracle_a, oracle_b = kernel
     many = bool(s.many)
     vw = np.asarray(s.vw, dtype=np.float64)
@@ -300,40 +306,42 @@ def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, start, 
     while max_passes is None or stats.passes < max_passes:
         stats.passes += 1
         gained = 0
-        for U, V in _pass_pairs(s.adj, depth, cap, rng, cache):
-            step = U.size if max_evaluations is None else PAIR_SLICE
-            for b in range(0, U.size, max(step, 1)):
-                ev, applied, _ = swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U[b:b + step],
-                                           V[b:b + step], many, vw, load, l_max, tol)
+        for U, V in _pass_pairs(s.adj, depth, cap, rng, cache, deadline):
+            for b in range(0, U.size, PAIR_SLICE):
+                ev, applied, _ = swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U[b:b + PAIR_SLICE],
+                                           V[b:b + PAIR_SLICE], many, vw, load, l_max, tol)
                 stats.evaluated += ev
                 stats.swaps += applied
                 gained += applied
-                if max_evaluations is not None and stats.evaluated >= max_evaluations:
+                if (max_evaluations is not None and stats.evaluated >= max_evaluations) or deadline.expired():
                     return
-            if time_limit is not None and time.perf_counter() - start > time_limit:
-                return
-        if gained == 0:
+        if gained == 0 or deadline.expired():
             return
 
 
-def _pass_pairs(adj, depth, cap, rng, cache: list):
+def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline):
     """The candidate pairs of one pass, in chunks, in a fresh random order.
     Ball neighbourhoods of up to CACHE_PAIRS pairs are built once and
-    reshuffled on later passes."""
+    reshuffled on later passes (never a neighbourhood the deadline cut)."""
     n = adj.shape[0]
     if isinstance(depth, str):
         yield from _all_pairs(n, rng)
         return
     if not cache:
         chunks, total = [], 0
-        for U, V in _ball_pairs(adj, int(depth), cap, rng):
+        for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline):
             total += U.size
             if total > CACHE_PAIRS:
                 chunks = None
                 break
             chunks.append((U, V))
         if chunks is None:  # too many to keep: rebuild every pass
-            for U, V in _ball_pairs(adj, int(depth), cap, rng):
+            for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline):
+                perm = rng.permutation(U.size)
+                yield U[perm], V[perm]
+            return
+        if deadline.expired():  # a partial neighbourhood: use it this once
+            for U, V in chunks:
                 perm = rng.permutation(U.size)
                 yield U[perm], V[perm]
             return
@@ -379,10 +387,10 @@ def _run_batch(s: _SwapState, U, V, tol, stats: RefineStats):
 
 
 def swap_refine(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH, seed: int = 0,
-                time_limit: float | None = None, eps: float | None = None, **options) -> np.ndarray:
+                deadline: Deadline | None = None, eps: float | None = None, **options) -> np.ndarray:
     """Improve ``pe_of_task`` by swaps (moves too when many-to-one); see the
     module docstring.  Uses only ``topology.distance`` and ``topology.n_pes``."""
-    pe, _ = refine_swaps(graph, topology, pe_of_task, depth=depth, seed=seed, time_limit=time_limit,
+    pe, _ = refine_swaps(graph, topology, pe_of_task, depth=depth, seed=seed, deadline=deadline,
                          eps=eps, **options)
     return pe
 
@@ -402,11 +410,12 @@ def refine_option(value) -> bool:
 
 @register("swap", "swap refinement (Schulz & Traff N_C^d) of the greedy_allc mapping; "
                   "other methods get it with option refine=true")
-def swap_method(graph, topology, *, seed=0, eps=None, depth=DEFAULT_DEPTH, time_limit=None, **_):
+def swap_method(graph, topology, *, seed=0, eps=None, depth=DEFAULT_DEPTH, deadline=None, **_):
     from ..construct.baselines import greedy_allc
 
     start = greedy_allc(graph, topology, seed=seed, eps=eps)
-    return swap_refine(graph, topology, start, depth=swap_refine_option_depth(depth), seed=seed, time_limit=time_limit, eps=eps)
+    return swap_refine(graph, topology, start, depth=swap_refine_option_depth(depth), seed=seed,
+                       deadline=deadline, eps=eps)
 
 
 def swap_refine_option_depth(value):
@@ -420,22 +429,24 @@ def swap_refine_option_depth(value):
 
 
 def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, seed: int = 0,
-                  max_scans: int | None = None):
+                  max_scans: int | None = None, deadline: Deadline | None = None):
     """One-to-one swap refinement, quadratic neighbourhood, of a mapping that
     was swap-optimal (``depth="n2"``) before the tasks ``changed`` moved.  A
     pair's gain depends only on the PEs of its two tasks and their
     neighbours, so only pairs with a task in ``changed`` or next to it can
     gain: those tasks are scanned against all partners (each takes its best
-    swap), then again around the tasks the swaps moved, until none gains.
-    The result is swap-optimal like a full ``swap_refine(depth="n2")``;
-    each scan costs O(n depth + m) (refine_kernel.best_swaps_around), not
-    O(n (deg + deg) depth): the iterated local search of ``auto`` kicks 8
-    tasks.  ``max_scans`` caps the scans (a work limit: the result is then
-    better, not necessarily swap-optimal).  Returns ``(pe_of_task, tasks
-    scanned, J)``: the count is auto's deterministic measure of the work
-    done."""
-    from .kernel import best_swaps_around, tree_oracle
+    swap), in a fixed random priority order, then again around the tasks the
+    swaps moved, until a round moves nothing.  The result is swap-optimal
+    like a full ``swap_refine(depth="n2")``; each scan costs O(n depth + m)
+    (``kernel.best_swaps_of``), not O(n (deg + deg) depth): the iterated
+    local search of ``auto`` kicks 8 tasks.  ``max_scans`` caps the scans (a
+    work limit: the result is then better, not necessarily swap-optimal);
+    the ``deadline`` is checked between slices of about SCAN_SLICE_WORK
+    steps.  Returns ``(pe_of_task, tasks scanned, J)``: the count is auto's
+    deterministic measure of the work done."""
+    from .kernel import best_swaps_of, gammas, tree_oracle
 
+    deadline = Deadline.of(deadline)
     adj = graph.symmetric
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
     w = np.asarray(adj.data, dtype=np.float64)
@@ -443,9 +454,31 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     pos = np.asarray(pe_of_task, dtype=np.int64).copy()
     tol = 1e-12 * max(float(mapping_cost(graph, topology, pos)), 1.0)
     moved = np.unique(np.asarray(changed, dtype=np.int64))
-    edges, _ = _ragged(indptr, moved)
-    active = np.union1d(moved, indices[edges]).astype(np.int64)
     prio = np.random.default_rng(seed).permutation(graph.n).astype(np.int64)
     cap = np.iinfo(np.int64).max if max_scans is None else max(int(max_scans), 1)
-    scans, j = best_swaps_around(indptr, indices, w, pos, paths, dist_ext, active, prio, tol, cap)
-    return pos, int(scans), float(j)
+    gamma = gammas(indptr, indices, w, pos, paths, dist_ext)
+    per_call = max(1, SCAN_SLICE_WORK // (graph.n * paths.shape[0] + indices.size + 1))
+    scans = 0
+    todo = _with_neighbours(indptr, indices, moved)
+    while todo.size and scans < cap and not deadline.expired():
+        todo = todo[np.argsort(prio[todo])]
+        swapped = []
+        for b in range(0, todo.size, per_call):
+            part = todo[b:b + min(per_call, cap - scans)]
+            buf = np.empty(2 * part.size, dtype=np.int64)
+            k = best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, part, tol, buf)
+            swapped.append(buf[:k])
+            scans += part.size
+            if scans >= cap or deadline.expired():
+                break
+        todo = _with_neighbours(indptr, indices, np.concatenate(swapped)) if swapped else todo[:0]
+    return pos, int(scans), float(0.5 * gamma.sum())
+
+
+SCAN_SLICE_WORK = 1 << 22  # refine_around: tasks scanned per compiled call ~ this / (n depth + m)
+
+
+def _with_neighbours(indptr, indices, tasks: np.ndarray) -> np.ndarray:
+    """``tasks`` and their graph neighbours, each once."""
+    edges, _ = _ragged(indptr, tasks)
+    return np.union1d(tasks, indices[edges]).astype(np.int64)

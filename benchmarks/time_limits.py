@@ -1,0 +1,141 @@
+"""Does ``--time-limit`` hold?  Wall time of a mapping against its limit.
+
+Instances: the quality set of ``quality_peers.py`` (Walshaw graphs cut into
+n = 64 k blocks by KaHIP, seed 0, onto S = 4:16:k, D = 1:10:100, and the
+64-rank traffic matrices of ../shared/data/traffic onto 4:16:1), and
+real-application graphs at about 1000 ranks: model graphs of the same
+applications cut into 1152 blocks onto 48-core nodes, S = 24:2:24,
+D = 4:20:100 (``--apps``).  For every instance and limit L (``--limits``):
+
+* ``cli``: wall time of ``rankmap map FILE --time-limit L --json`` in a fresh
+  process (interpreter start, imports and reading the file included), its
+  ratio to L, and whether it met the goal wall <= 1.1 L + 0.3 s;
+* ``map_tasks``: wall time of ``map_tasks(..., time_limit=L)`` in this process
+  and whether the deadline cut the search;
+* ``J/J_work``: J of the deadline run over J of the same budget as a pure work
+  limit (``work_limit=L``: the counted plan run to its end, no clock) with
+  that run's wall time: what the deadline costs in quality.
+
+Run it under load too: the deadline is meant to hold there.
+
+    nice -n 10 python benchmarks/time_limits.py --size tiny --limits 0.5,2
+    python benchmarks/time_limits.py --size small --apps 4 --limits 0.5,2,10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from quality_peers import DATA, SIZES, TRAFFIC, read_matrix, read_metis  # noqa: E402
+
+from rankmap.algorithms import map_tasks  # noqa: E402
+from rankmap.cost import mapping_cost  # noqa: E402
+from rankmap.formats import write_graph  # noqa: E402
+from rankmap.modelgen import model_graph  # noqa: E402
+from rankmap.topology.hierarchy import hierarchy_topology  # noqa: E402
+
+APPS = ["add32", "3elt", "uk", "whitaker3", "crack", "wing_nodal", "fe_4elt2", "vibrobox", "bcsstk29", "bcsstk33"]
+APP_BLOCKS, APP_HIERARCHY, APP_DISTANCES = 1152, [24, 2, 24], [4.0, 20.0, 100.0]
+GOAL_FACTOR, GOAL_SLACK = 1.1, 0.3
+
+
+def instances(size: str, traffic: bool, apps: int):
+    """(label, graph factory, arities, distances) of the instances to time."""
+    graphs, ks = SIZES[size]
+    out = []
+    for name in graphs:
+        path = (DATA / "graphs" / (name if "/" in name else f"walshaw/{name}")).with_suffix(".graph")
+        for k in ks:
+            out.append((f"{path.stem}/{64 * k}", lambda path=path, k=k: model_graph(read_metis(path), 64 * k, seed=0),
+                        [4, 16, k], [1.0, 10.0, 100.0], 64 * k))
+    if traffic:
+        for rel in TRAFFIC:
+            out.append((f"traffic:{Path(rel).parent.name.replace('CMatrices', '')}",
+                        lambda rel=rel: read_matrix(DATA / "traffic" / rel), [4, 16, 1], [1.0, 10.0, 100.0], 64))
+    for name in APPS[:apps]:
+        path = DATA / "graphs" / "walshaw" / f"{name}.graph"
+        out.append((f"app:{name}/{APP_BLOCKS}", lambda path=path: model_graph(read_metis(path), APP_BLOCKS, seed=0),
+                    APP_HIERARCHY, APP_DISTANCES, APP_BLOCKS))
+    return out
+
+
+def cli_run(path: str, arities, distances, limit: float) -> tuple[float, dict]:
+    """Wall time of ``rankmap map`` in a fresh process, and its JSON."""
+    cmd = [sys.executable, "-m", "rankmap", "map", path, "--hierarchy", ":".join(map(str, arities)),
+           "--distances", ":".join(f"{d:g}" for d in distances), "--time-limit", f"{limit:g}", "--json"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=max(600, 20 * limit))
+    wall = time.perf_counter() - t
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip()}")
+    return wall, json.loads(proc.stdout)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", default="tiny", choices=list(SIZES), help="the quality set (quality_peers.py)")
+    ap.add_argument("--no-traffic", action="store_true", help="leave out the 64-rank traffic matrices")
+    ap.add_argument("--apps", type=int, default=2, help=f"application model graphs at {APP_BLOCKS} ranks (0-{len(APPS)})")
+    ap.add_argument("--only-apps", action="store_true", help="only the application graphs")
+    ap.add_argument("--limits", default="0.5,2,10", help="comma-separated time limits in seconds")
+    ap.add_argument("--no-work", action="store_true", help="skip the pure work-limit reference runs")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = ap.parse_args(argv)
+    limits = [float(x) for x in args.limits.split(",")]
+    todo = instances(args.size, not args.no_traffic, args.apps)
+    if args.only_apps:
+        todo = [i for i in todo if i[0].startswith("app:")]
+    print(f"# load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; goal: wall <= {GOAL_FACTOR} L + {GOAL_SLACK} s")
+    print(f"{'instance':24s} {'n':>5s} {'L':>5s} | {'cli s':>7s} {'/L':>5s} {'ok':>3s} {'hit':>3s} | "
+          f"{'map s':>7s} {'/L':>5s} {'hit':>3s} | {'work s':>7s} {'J/J_work':>8s}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, make, arities, distances, k in todo:
+            g = make()
+            topo = hierarchy_topology(arities, distances)
+            path = os.path.join(tmp, label.replace("/", "_").replace(":", "_") + ".graph")
+            write_graph(g, path)
+            for limit in limits:
+                cli_wall, out = cli_run(path, arities, distances, limit)
+                t = time.perf_counter()
+                m = map_tasks(g, topo, method="auto", time_limit=limit)
+                map_wall = time.perf_counter() - t
+                j = mapping_cost(g, topo, m.pe_of_task)
+                work_wall = j_work = float("nan")
+                if not args.no_work:
+                    t = time.perf_counter()
+                    j_work = mapping_cost(g, topo, map_tasks(g, topo, method="auto", work_limit=limit).pe_of_task)
+                    work_wall = time.perf_counter() - t
+                ok = cli_wall <= GOAL_FACTOR * limit + GOAL_SLACK
+                row = {"instance": label, "n": g.n, "limit": limit, "cli_s": cli_wall, "cli_ok": ok,
+                       "cli_deadline_hit": out["deadline_hit"], "cli_J": out["J"], "map_s": map_wall,
+                       "map_deadline_hit": m.deadline_hit, "J": j, "work_s": work_wall, "J_work": j_work,
+                       "load": os.getloadavg()[0]}
+                rows.append(row)
+                print(f"{label:24s} {g.n:5d} {limit:5g} | {cli_wall:7.2f} {cli_wall / limit:5.2f} "
+                      f"{'yes' if ok else 'NO':>3s} {'y' if out['deadline_hit'] else '-':>3s} | "
+                      f"{map_wall:7.2f} {map_wall / limit:5.2f} {'y' if m.deadline_hit else '-':>3s} | "
+                      f"{work_wall:7.2f} {j / j_work:8.4f}", flush=True)
+    met = sum(r["cli_ok"] for r in rows)
+    worst = max((r["cli_s"] - r["limit"] for r in rows), default=0.0)
+    print(f"# goal met {met}/{len(rows)}; largest overshoot of the CLI {worst:.2f} s; "
+          f"load {os.getloadavg()[0]:.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

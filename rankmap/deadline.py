@@ -1,0 +1,54 @@
+"""A wall-clock bound on one mapping call, checked by every stage that searches.
+
+What a search does is decided by counted work (auto's work model prices its
+starts; the refinements count pairs and task scans), so a run that this
+deadline does not cut is repeatable bit for bit.  The deadline is the guard
+that turns that target into a limit when the machine is slower than the
+model (a loaded or smaller machine, an instance the model misjudges): every
+loop asks ``expired()`` between bounded chunks of work and returns the best
+mapping it holds.  ``hit`` then records that the result depends on the clock.
+
+One object is passed down the call (never a global), so nested stages share
+one end time; it pickles, so worker processes check the same end (the
+monotonic clock is system-wide).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+
+class Deadline:
+    """The end of a call's time, or none (``seconds=None``)."""
+
+    __slots__ = ("end", "hit")
+
+    def __init__(self, seconds: float | None = None, *, start: float | None = None):
+        now = time.monotonic() if start is None else float(start)
+        self.end = None if seconds is None else now + float(seconds)
+        self.hit = False
+
+    @classmethod
+    def of(cls, deadline: Deadline | None) -> Deadline:
+        """``deadline``, or one that never expires."""
+        return cls() if deadline is None else deadline
+
+    def expired(self) -> bool:
+        """True once the end has passed (and from then on: ``hit``)."""
+        if not self.hit and self.end is not None and time.monotonic() >= self.end:
+            self.hit = True
+        return self.hit
+
+    def remaining(self) -> float:
+        """Seconds left (inf without an end)."""
+        return math.inf if self.end is None else max(self.end - time.monotonic(), 0.0)
+
+    def __getstate__(self):
+        return self.end, self.hit
+
+    def __setstate__(self, state):
+        self.end, self.hit = state
+
+    def __repr__(self) -> str:
+        return f"Deadline(remaining={self.remaining():.3f}s, hit={self.hit})"
