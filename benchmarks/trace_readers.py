@@ -241,7 +241,7 @@ def main(argv=None) -> int:
                 info = write_liballprof(os.path.join(tmp, "lap"), p, max(1, int(n / (p * 1.0625))))
                 path = os.path.join(tmp, "lap")
             elif fmt == "mpip":
-                ranks = max(p, n // 6)
+                ranks = min(max(p, n // 6), 200_000)  # a report of 200k ranks is plenty
                 info = write_mpip(os.path.join(tmp, "bench.mpiP"), ranks)
                 path = os.path.join(tmp, "bench.mpiP")
             else:

@@ -311,7 +311,7 @@ def test_liballprof_written_trace_and_malformed_lines(tmp_path, capsys):
     write_liballprof(str(tmp_path), ranks=4, rounds=32)
     trace = read_recorded(str(tmp_path))
     assert pairs(trace.graph("p2p")) == {(r, (r + 1) % 4): 32 * (10 + r) * 8.0 for r in range(4)}
-    assert trace.hosts == ["node0."] * 4
+    assert trace.hosts == ["node0"] * 4  # "# hostname: node0." (no domain name)
     f = tmp_path / "pmpi-trace-rank-2.txt"
     lines = f.read_text().splitlines(keepends=True)
     f.write_text("".join(lines[:10]) + lines[10][:25] + "\n" + "".join(lines[11:]))
