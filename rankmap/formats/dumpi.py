@@ -371,8 +371,8 @@ _SIGNED16 = {"comm", "oldcomm", "newcomm", "datatype", "sendtype", "recvtype"}
 
 
 class _Stream:
-    """Big-endian reads from a file in chunks; ``where`` is the record
-    being read, for error lines."""
+    """Big-endian reads from a file in chunks; ``record`` counts the
+    records read, for error lines."""
 
     def __init__(self, fh, path, start, end):
         self.fh, self.path, self.end = fh, path, end
