@@ -343,3 +343,13 @@ def test_mpip_benchmark_writer_roundtrip(tmp_path):
     g = read_graph(str(tmp_path / "b.mpiP"))
     assert g.bytes.nnz == info["events"] and np.isclose(
         g.total_bytes, 12 * 1000 * sum(d + 1 for d in (1, 2, 3, 9, 10, 11)))
+
+
+@pytest.mark.skipif(LIBALLPROF is None, reason="../shared/data liballprof sample not present")
+def test_liballprof_sample_maps_with_its_hosts_as_before_and_shows(capsys):
+    import json
+
+    assert main(["map", str(LIBALLPROF), "--hierarchy", "1:4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["before"] == "recorded"
+    assert main(["show", str(LIBALLPROF / "pmpi-trace-rank-0.txt")]) == 0
+    assert "odin071.cs.indiana.edu (1 ranks)" in capsys.readouterr().out
