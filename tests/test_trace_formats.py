@@ -311,7 +311,7 @@ def test_liballprof_written_trace_and_malformed_lines(tmp_path, capsys):
     write_liballprof(str(tmp_path), ranks=4, rounds=32)
     trace = read_recorded(str(tmp_path))
     assert pairs(trace.graph("p2p")) == {(r, (r + 1) % 4): 32 * (10 + r) * 8.0 for r in range(4)}
-    assert trace.hosts == ["node0."] * 4
+    assert trace.hosts == ["node0"] * 4  # "# hostname: node0." (no domain name)
     f = tmp_path / "pmpi-trace-rank-2.txt"
     lines = f.read_text().splitlines(keepends=True)
     f.write_text("".join(lines[:10]) + lines[10][:25] + "\n" + "".join(lines[11:]))
@@ -343,3 +343,13 @@ def test_mpip_benchmark_writer_roundtrip(tmp_path):
     g = read_graph(str(tmp_path / "b.mpiP"))
     assert g.bytes.nnz == info["events"] and np.isclose(
         g.total_bytes, 12 * 1000 * sum(d + 1 for d in (1, 2, 3, 9, 10, 11)))
+
+
+@pytest.mark.skipif(LIBALLPROF is None, reason="../shared/data liballprof sample not present")
+def test_liballprof_sample_maps_with_its_hosts_as_before_and_shows(capsys):
+    import json
+
+    assert main(["map", str(LIBALLPROF), "--hierarchy", "1:4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["before"] == "recorded"
+    assert main(["show", str(LIBALLPROF / "pmpi-trace-rank-0.txt")]) == 0
+    assert "odin071.cs.indiana.edu (1 ranks)" in capsys.readouterr().out

@@ -366,12 +366,13 @@ _END = _LABEL["END_OF_STREAM"]
 _ALL = _LABEL["ALL_FUNCTIONS"]
 _FIXED = {"b": struct.Struct(">B"), "h": struct.Struct(">H"), "i": struct.Struct(">i"),
           "q": struct.Struct(">Q")}
+_LABEL_MASK = struct.Struct(">HB")
 _SIGNED16 = {"comm", "oldcomm", "newcomm", "datatype", "sendtype", "recvtype"}
 
 
 class _Stream:
-    """Big-endian reads from a file in chunks; ``where`` is the record
-    being read, for error lines."""
+    """Big-endian reads from a file in chunks; ``record`` counts the
+    records read, for error lines."""
 
     def __init__(self, fh, path, start, end):
         self.fh, self.path, self.end = fh, path, end
@@ -604,30 +605,45 @@ def _read_rank(st: _Rank, rf: _RankFile, bar) -> _Rank:
     counts = [0] * (_ALL + 1)
     status_width = 14 if rf.version >= (0, 6, 3) else 10
     with open(rf.path, "rb") as fh:
-        s = _Stream(fh, rf.path, rf.body, rf.header)
+        s = _Stream(fh, rf.path, rf.body, rf.header + 3)
         s.skip(8)  # cpu and wall time offsets
         last = s.offset
+        fixed = {}  # (label, mask) -> (struct, names) of records without variable parts
         while True:
             s.record += 1
-            label = s.take(_FIXED["h"])
+            if s.pos + 3 > len(s.buf):
+                s.need(3)  # the end-of-stream label is followed by the header: 3 bytes exist
+            label, mask = _LABEL_MASK.unpack_from(s.buf, s.pos)
+            s.pos += 3
             if label == _END:
                 break
             if label >= len(FUNCTIONS) or _SPECS[label] is None:
                 raise FormatError(f"{rf.path}: record {s.record}: unknown function label {label} "
                                   "(corrupt file)")
             counts[label] += 1
-            mask = s.take(_FIXED["b"])
-            skip = (2 if mask & _THREADID else 0) + (12 if mask & _TIME_CPU else 0) \
-                + (12 if mask & _TIME_WALL else 0)
-            s.skip(skip)
-            if mask & _PERFINFO:
-                s.skip(16 * s.take(_FIXED["b"]))
             name = FUNCTIONS[label]
-            values = _fields(s, _SPECS[label], mask, status_width)
-            if name in _USED:
-                _count(st, name, values, sizes, s)
-            bar.update(s.offset - last)
-            last = s.offset
+            plan = fixed.get((label, mask))
+            if plan is None:
+                plan = fixed[(label, mask)] = _fixed_layout(_SPECS[label], mask)
+            if plan:
+                layout, names = plan
+                if s.pos + layout.size > len(s.buf):
+                    s.need(layout.size)
+                vals = layout.unpack_from(s.buf, s.pos)
+                s.pos += layout.size
+                if name in _USED:
+                    _count(st, name, dict(zip(names, vals)), sizes, s)
+            else:
+                s.skip(_header_bytes(mask))
+                if mask & _PERFINFO:
+                    s.skip(16 * s.take(_FIXED["b"]))
+                values = _fields(s, _SPECS[label], mask, status_width)
+                if name in _USED:
+                    _count(st, name, values, sizes, s)
+            if not s.record & 0xFFFF:
+                bar.update(s.offset - last)
+                last = s.offset
+        bar.update(s.offset - last)
     counts[_ALL] = sum(counts[:_ALL])  # the footer's total of all calls
     for label, n in enumerate(counts):
         if n != rf.call_count[label] and not (label == _ALL and rf.call_count[_ALL] == 0):
@@ -636,6 +652,23 @@ def _read_rank(st: _Rank, rf: _RankFile, bar) -> _Rank:
                               "(truncated or corrupt file)")
     st.counts = counts
     return st
+
+
+def _header_bytes(mask) -> int:
+    """Thread id and the cpu and wall start/stop times after the mask."""
+    return (2 if mask & _THREADID else 0) + (12 if mask & _TIME_CPU else 0) \
+        + (12 if mask & _TIME_WALL else 0)
+
+
+def _fixed_layout(spec, mask):
+    """One struct for a whole record (after label and mask) when it has
+    no arrays, statuses, conditions or counters: most records of a trace."""
+    if mask & _PERFINFO or any(code not in _FIXED or cond for code, _, cond in spec):
+        return False
+    fmt = ">" + f"{_header_bytes(mask)}x"
+    for code, name, _ in spec:
+        fmt += "h" if code == "h" and name in _SIGNED16 else _FIXED[code].format[1:]
+    return struct.Struct(fmt), tuple(name for _, name, _ in spec)
 
 
 def _fields(s: _Stream, spec, mask, status_width) -> dict:

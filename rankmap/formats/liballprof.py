@@ -122,7 +122,9 @@ def _read_rank(path: str, rank: int, p: int, table: PairTable, model: str, bar) 
             bar.update(len(line))
             if line.startswith("#"):
                 if line.startswith(("# host:", "# hostname:")):
-                    host = line.split(":", 1)[1].strip() or None
+                    # liballprof writes "hostname.domainname"; no domain leaves "host." or
+                    # "host.(none)"
+                    host = line.split(":", 1)[1].strip().removesuffix("(none)").rstrip(".") or None
                 continue
             if not line.strip():
                 continue

@@ -17,21 +17,22 @@ from ..profile.collectives import plan
 from ..trace import RankInfo, Trace
 
 KINDS = ("p2p", "collective", "rma")
-_FLUSH = 1 << 20  # events buffered before they are folded into the table
+_FLUSH = 1 << 16  # events buffered before they are folded into the table (at least)
 
 
 class PairTable:
     """Bytes and message counts per (kind, src, dst) over world ranks.
 
-    ``add`` takes one event, ``add_many`` arrays of them; both buffer and
-    fold into per-pair sums every ``_FLUSH`` events, so memory stays
-    O(pairs + _FLUSH) however long the trace."""
+    ``add`` buffers one event; the buffer is folded into per-pair sums once
+    it holds ``_FLUSH`` events or as many as there are pairs, so memory
+    stays O(pairs + _FLUSH) however long the trace, and each fold's sort is
+    paid for by as many new events."""
 
     def __init__(self):
         self._sums = {k: (np.zeros(0, np.int64), np.zeros(0), np.zeros(0)) for k in KINDS}
         self._buf = {k: ([], [], [], []) for k in KINDS}
-        self._arrays = {k: [] for k in KINDS}
         self._pending = 0
+        self._limit = _FLUSH
 
     def add(self, kind: str, src: int, dst: int, nbytes: float, msgs: float = 1.0) -> None:
         s, d, b, m = self._buf[kind]
@@ -40,37 +41,23 @@ class PairTable:
         b.append(nbytes)
         m.append(msgs)
         self._pending += 1
-        if self._pending >= _FLUSH:
-            self._fold()
-
-    def add_many(self, kind: str, src, dst, nbytes, msgs=None) -> None:
-        src = np.asarray(src, dtype=np.int64)
-        msgs = np.ones(src.size) if msgs is None else np.asarray(msgs, dtype=np.float64)
-        self._arrays[kind].append((src, np.asarray(dst, dtype=np.int64),
-                                   np.asarray(nbytes, dtype=np.float64), msgs))
-        self._pending += src.size
-        if self._pending >= _FLUSH:
+        if self._pending >= self._limit:
             self._fold()
 
     def _fold(self) -> None:
         for kind in KINDS:
             s, d, b, m = self._buf[kind]
-            parts = self._arrays[kind]
-            if s:
-                parts.append((np.array(s, np.int64), np.array(d, np.int64),
-                              np.array(b, np.float64), np.array(m, np.float64)))
-                self._buf[kind] = ([], [], [], [])
-            if not parts:
+            if not s:
                 continue
-            n = 1 << 31  # world ranks fit in 31 bits: one int64 key per pair
             keys0, b0, m0 = self._sums[kind]
-            keys = np.concatenate([keys0, *(p[0] * n + p[1] for p in parts)])
+            # world ranks fit in 31 bits: one int64 key per pair
+            keys = np.concatenate([keys0, np.array(s, np.int64) << 31 | np.array(d, np.int64)])
             uniq, inv = np.unique(keys, return_inverse=True)
-            b = np.bincount(inv, np.concatenate([b0, *(p[2] for p in parts)]), uniq.size)
-            m = np.bincount(inv, np.concatenate([m0, *(p[3] for p in parts)]), uniq.size)
-            self._sums[kind] = (uniq, b, m)
-            self._arrays[kind] = []
+            self._sums[kind] = (uniq, np.bincount(inv, np.concatenate([b0, b]), uniq.size),
+                                np.bincount(inv, np.concatenate([m0, m]), uniq.size))
+            self._buf[kind] = ([], [], [], [])
         self._pending = 0
+        self._limit = max(_FLUSH, sum(v[0].size for v in self._sums.values()))
 
     def edges(self, kind: str) -> dict:
         self._fold()
