@@ -16,7 +16,7 @@ from rankmap.topology import hierarchy_topology, load_topology
 from rankmap.topology.cluster import cluster_of_hosts, compose_cluster
 from rankmap.topology.export import hwloc_xml, write_topology
 from rankmap.topology.hosts import (MAX_HOSTS, expand_nodelist, parse_hostfile,
-                                    parse_tasks_per_node, slurm_job_slots)
+                                    parse_hostfile_text, parse_tasks_per_node, slurm_job_slots)
 from rankmap.topology.hwloc import read_hwloc_xml
 from rankmap.topology.switches import parse_topology_conf, parse_topology_conf_text
 
@@ -42,6 +42,10 @@ def test_hostlist_size_is_bounded_before_expanding():
         expand_nodelist("a[1-6],b[1-6]", limit=10)
     with pytest.raises(ValueError, match="more than"):
         parse_tasks_per_node(f"1(x{MAX_HOSTS + 1})")
+    with pytest.raises(ValueError, match="more than .* tasks"):
+        parse_tasks_per_node("99999999999")
+    with pytest.raises(ValueError, match="more than .* slots"):
+        parse_hostfile_text("a slots=99999999999\n")
 
 
 def test_hostfiles_of_three_launchers_mean_the_same_slots():
