@@ -201,3 +201,15 @@ def test_bad_host_options_are_one_line(capsys):
     assert "not both" in capsys.readouterr().err
     assert main(["map", str(TRAFFIC), "--hosts", "a[1-2]", "--mesh", "4x4"]) == 2
     assert "not --mesh" in capsys.readouterr().err
+
+
+def test_profiler_records_the_sysfs_tree_without_lstopo(monkeypatch):
+    from rankmap.profile import session
+    from rankmap.topology import live
+
+    monkeypatch.setattr(live, "discover_local_xml", lambda timeout=60.0: None)
+    xml = session.host_topology_xml()
+    assert xml is not None and xml.lstrip().startswith("<?xml")
+    recorded, found = read_hwloc_xml(xml), live.sysfs_topology()
+    assert recorded.pe_os_index.tolist() == found.pe_os_index.tolist()
+    assert recorded.hosts() == found.hosts() and recorded.node_kind == found.node_kind
