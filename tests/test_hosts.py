@@ -213,3 +213,16 @@ def test_profiler_records_the_sysfs_tree_without_lstopo(monkeypatch):
     recorded, found = read_hwloc_xml(xml), live.sysfs_topology()
     assert recorded.pe_os_index.tolist() == found.pe_os_index.tolist()
     assert recorded.hosts() == found.hosts() and recorded.node_kind == found.node_kind
+
+
+def test_openmpi_rankfile_slots_are_logical_cores():
+    from rankmap.formats.launch import core_slots, format_openmpi_rankfile
+
+    smt = read_hwloc_xml(NODE)   # 4 packages x 2 cores x 2 hardware threads
+    assert core_slots(smt).tolist() == [k // 2 for k in range(16)]
+    text = format_openmpi_rankfile(np.array([1, 0, 15]), smt)
+    assert text.splitlines() == [f"rank 0={smt.hosts()[0]} slot=0", f"rank 1={smt.hosts()[0]} slot=0",
+                                 f"rank 2={smt.hosts()[0]} slot=7"]
+    two = cluster_of_hosts(hierarchy_topology([2, 2], [1.0, 10.0], host_prefix=None),
+                           [("cn01", None), ("cn02", None)])
+    assert core_slots(two).tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
