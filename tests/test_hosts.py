@@ -81,7 +81,7 @@ def test_topology_conf_switches_become_network_levels():
     assert t.distance(pe["dev0"], pe["dev1"]) == 100.0      # same leaf switch
     assert t.distance(pe["dev0"], pe["dev6"]) == 400.0      # through s3
     assert t.distance(pe["dev0"], pe["dev0"] + 1) == 1.0    # within the node
-    # a switch with one of the job's nodes adds no level: dev6 sits under s3 directly
+    # dev6 is the only job host under s1: it meets dev0 and dev12 at s3
     with pytest.raises(ValueError, match="host 'cn01' is under no switch"):
         compose_cluster([("cn01", node)], switches=switches)
 
