@@ -175,6 +175,17 @@ def test_map_with_hosts_writes_all_formats(tmp_path, capsys):
                      enumerate(["cn01", "cn02", "cn03", "cn04"].index(h) for h in hosts)]
 
 
+def test_map_json_names_the_files_and_commands(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "order.hydra"
+    assert main(["map", str(TRAFFIC), "--hosts", "cn[01-04]", "--hierarchy", "16", "--method",
+                 "greedy", "-o", str(out), "--as", "hydra", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["launch_files"] == {"hydra": str(out)}
+    assert report["relaunch"] == [f"mpiexec -f {out} -n 64 PROGRAM    # MPICH (hydra)"]
+
+
 def test_map_with_hostfile_and_slurm_environment(tmp_path, capsys, monkeypatch):
     out = tmp_path / "order.hydra"
     assert main(["map", str(TRAFFIC), "--hostfile", str(SLURM / "mpich.hosts"), "--hierarchy", "16",

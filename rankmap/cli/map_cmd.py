@@ -28,6 +28,7 @@ import numpy as np
 from ..algorithms import METHODS, map_tasks
 from ..cost import evaluate
 from ..formats import LAUNCH_FORMATS, write_all_launch_files, write_launch_file
+from ..formats.relaunch import relaunch_commands
 from . import UserError
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
                      load_machine, print_comparison, print_relaunch, recorded_program)
@@ -220,6 +221,9 @@ def _report(args, graph, topology, recorded, mapping) -> int:
                    "objective": args.objective, "bottleneck_link": after.bottleneck_link,
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
+                   "launch_files": written,
+                   "relaunch": [c for kind, path in written.items() for c in relaunch_commands(
+                       kind, path, graph.n, recorded_program(args.input))],
                    "pe_of_task": None if args.output else mapping.pe_of_task.tolist(),
                    **({"distributed": mapping.info} if args.distributed else {})})
         return 0
