@@ -65,7 +65,7 @@ def launch_options(n: int, binding: str | None = None,
         env["OMPI_MCA_mpi_yield_when_idle"] = "1"  # oversubscribed ranks yield the core
         return opts, env
     # MPICH: more ranks than cores, waiting ranks sleep instead of spinning, so
-    # the rank doing the work (rank 0 mapping for all) gets a core (README)
+    # the rank doing the work (rank 0 mapping for all) gets a core (docs/guide.md)
     env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
     if binding is not None:
         env["HYDRA_BINDING"] = binding

@@ -16,7 +16,7 @@ from rankmap.topology import hierarchy_topology, load_topology
 from rankmap.topology.cluster import cluster_of_hosts, compose_cluster
 from rankmap.topology.export import hwloc_xml, write_topology
 from rankmap.topology.hosts import (MAX_HOSTS, expand_nodelist, parse_hostfile,
-                                    parse_tasks_per_node, slurm_job_slots)
+                                    parse_hostfile_text, parse_tasks_per_node, slurm_job_slots)
 from rankmap.topology.hwloc import read_hwloc_xml
 from rankmap.topology.switches import parse_topology_conf, parse_topology_conf_text
 
@@ -42,6 +42,10 @@ def test_hostlist_size_is_bounded_before_expanding():
         expand_nodelist("a[1-6],b[1-6]", limit=10)
     with pytest.raises(ValueError, match="more than"):
         parse_tasks_per_node(f"1(x{MAX_HOSTS + 1})")
+    with pytest.raises(ValueError, match="more than .* tasks"):
+        parse_tasks_per_node("99999999999")
+    with pytest.raises(ValueError, match="more than .* slots"):
+        parse_hostfile_text("a slots=99999999999\n")
 
 
 def test_hostfiles_of_three_launchers_mean_the_same_slots():
@@ -77,7 +81,7 @@ def test_topology_conf_switches_become_network_levels():
     assert t.distance(pe["dev0"], pe["dev1"]) == 100.0      # same leaf switch
     assert t.distance(pe["dev0"], pe["dev6"]) == 400.0      # through s3
     assert t.distance(pe["dev0"], pe["dev0"] + 1) == 1.0    # within the node
-    # a switch with one of the job's nodes adds no level: dev6 sits under s3 directly
+    # dev6 is the only job host under s1: it meets dev0 and dev12 at s3
     with pytest.raises(ValueError, match="host 'cn01' is under no switch"):
         compose_cluster([("cn01", node)], switches=switches)
 
@@ -171,6 +175,17 @@ def test_map_with_hosts_writes_all_formats(tmp_path, capsys):
                      enumerate(["cn01", "cn02", "cn03", "cn04"].index(h) for h in hosts)]
 
 
+def test_map_json_names_the_files_and_commands(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "order.hydra"
+    assert main(["map", str(TRAFFIC), "--hosts", "cn[01-04]", "--hierarchy", "16", "--method",
+                 "greedy", "-o", str(out), "--as", "hydra", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["launch_files"] == {"hydra": str(out)}
+    assert report["relaunch"] == [f"mpiexec -f {out} -n 64 PROGRAM    # MPICH (hydra)"]
+
+
 def test_map_with_hostfile_and_slurm_environment(tmp_path, capsys, monkeypatch):
     out = tmp_path / "order.hydra"
     assert main(["map", str(TRAFFIC), "--hostfile", str(SLURM / "mpich.hosts"), "--hierarchy", "16",
@@ -197,3 +212,28 @@ def test_bad_host_options_are_one_line(capsys):
     assert "not both" in capsys.readouterr().err
     assert main(["map", str(TRAFFIC), "--hosts", "a[1-2]", "--mesh", "4x4"]) == 2
     assert "not --mesh" in capsys.readouterr().err
+
+
+def test_profiler_records_the_sysfs_tree_without_lstopo(monkeypatch):
+    from rankmap.profile import session
+    from rankmap.topology import live
+
+    monkeypatch.setattr(live, "discover_local_xml", lambda timeout=60.0: None)
+    xml = session.host_topology_xml()
+    assert xml is not None and xml.lstrip().startswith("<?xml")
+    recorded, found = read_hwloc_xml(xml), live.sysfs_topology()
+    assert recorded.pe_os_index.tolist() == found.pe_os_index.tolist()
+    assert recorded.hosts() == found.hosts() and recorded.node_kind == found.node_kind
+
+
+def test_openmpi_rankfile_slots_are_logical_cores():
+    from rankmap.formats.launch import core_slots, format_openmpi_rankfile
+
+    smt = read_hwloc_xml(NODE)   # 4 packages x 2 cores x 2 hardware threads
+    assert core_slots(smt).tolist() == [k // 2 for k in range(16)]
+    text = format_openmpi_rankfile(np.array([1, 0, 15]), smt)
+    assert text.splitlines() == [f"rank 0={smt.hosts()[0]} slot=0", f"rank 1={smt.hosts()[0]} slot=0",
+                                 f"rank 2={smt.hosts()[0]} slot=7"]
+    two = cluster_of_hosts(hierarchy_topology([2, 2], [1.0, 10.0], host_prefix=None),
+                           [("cn01", None), ("cn02", None)])
+    assert core_slots(two).tolist() == [0, 1, 2, 3, 0, 1, 2, 3]

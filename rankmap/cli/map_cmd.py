@@ -3,12 +3,16 @@
 Reads the communication graph (or a recorded trace), maps it onto the machine
 with the chosen method, prints J before (where a trace says the ranks ran,
 else the launch order: rank r on PE r) and after, and writes the mapping in
-the format the next launch needs.  A trace that recorded its hosts'
-topologies needs no machine options.
+the format the next launch needs, then the command that relaunches with it.
+A trace that recorded its hosts' topologies needs no machine options; with
+--hosts/--hostfile (or inside a Slurm allocation) the mapping is for those
+hosts.
 
 examples:
   rankmap map app.mat --hierarchy 4:16:8 --distances 1:10:100
   rankmap map trace.rmtrace.npz -o rankfile --as openmpi
+  rankmap map trace.rmtrace.npz --hosts 'cn[01-16]' --as all -o launch/
+  rankmap map app.mat --hostfile hosts.txt --topology node.xml --switches topology.conf
   rankmap map graph.metis --topology arch.tgt --method greedy --json
   rankmap map app.mat --torus 16x32x32 --cores 4 --method mesh_auto
   rankmap map app.mat --mesh 8x8 --objective bottleneck
@@ -26,6 +30,7 @@ from ..algorithms.options import check_options
 from ..cost import evaluate
 from ..deadline import Deadline
 from ..formats import LAUNCH_FORMATS, write_all_launch_files, write_launch_file
+from ..formats.relaunch import relaunch_commands
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
                      load_machine, print_comparison, print_relaunch, recorded_program)
@@ -221,6 +226,9 @@ def _report(args, graph, topology, recorded, mapping) -> int:
                    "objective": args.objective, "bottleneck_link": after.bottleneck_link,
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
+                   "launch_files": written,
+                   "relaunch": [c for kind, path in written.items() for c in relaunch_commands(
+                       kind, path, graph.n, recorded_program(args.input))],
                    "pe_of_task": None if args.output else mapping.pe_of_task.tolist(),
                    **({"distributed": mapping.info} if args.distributed else {})})
         return 0

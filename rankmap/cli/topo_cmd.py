@@ -40,7 +40,7 @@ def add_arguments(parser) -> None:
                         help="with --live: read Linux sysfs even when lstopo is installed")
     parser.add_argument("--affinity", action="store_true",
                         help="with --live: only the PEs this process may run on")
-    parser.add_argument("--nodes", metavar="NODELIST",
+    parser.add_argument("--nodes", "--hosts", dest="nodes", metavar="NODELIST",
                         help="host names, Slurm syntax allowed: node[01-04],gpu1")
     parser.add_argument("--hostfile", metavar="FILE",
                         help="MPI hostfile: its hosts, restricted to its slots")

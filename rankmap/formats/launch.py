@@ -6,8 +6,8 @@
   the launcher fills slots (PE order), comma separated.
 - ``hydra``    MPICH hydra machinefile (``mpiexec -f FILE``): ``host:count``
   lines, ranks assigned to hosts in file order.
-- ``openmpi``  Open MPI rankfile: ``rank r=HOST slot=S`` with S the PE's
-  index among its host's PEs (``mpirun --rankfile FILE``).
+- ``openmpi``  Open MPI rankfile: ``rank r=HOST slot=S`` with S the logical
+  core of the PE on its host (``mpirun --rankfile FILE``).
 - ``slurm``    ``SLURM_HOSTFILE`` for ``srun --distribution=arbitrary``:
   line r = host of rank r.
 
@@ -62,10 +62,38 @@ def format_hydra_machinefile(pe_of_task, topology: Topology) -> str:
 
 
 def format_openmpi_rankfile(pe_of_task, topology: Topology) -> str:
-    """Open MPI rankfile: ``rank r=HOST slot=S``, S the PE's index on its host."""
+    """Open MPI rankfile: ``rank r=HOST slot=S``, S the logical core of the
+    PE on its host (hardware threads of one core share it; see
+    ``core_slots``)."""
     pe = np.asarray(pe_of_task)
-    slot = topology.slot_in_host()
+    slot = core_slots(topology)
     return "".join(f"rank {r}={topology.pe_host[p]} slot={slot[p]}\n" for r, p in enumerate(pe.tolist()))
+
+
+def core_slots(topology) -> np.ndarray:
+    """Slot number of each PE as Open MPI's rankfile reads ``slot=N``: the
+    logical index of its core among its host's cores (cores in tree order,
+    which is hwloc's logical order for a whole node).  A PE with no core
+    above it (hierarchy strings, meshes) is a core of its own."""
+    if not isinstance(topology, Topology):
+        return topology.slot_in_host()
+    kinds = topology.node_kind
+    is_core = np.fromiter(("core" in k.split("+") for k in kinds), dtype=bool, count=len(kinds))
+    cur = topology.leaf_of_pe.copy()
+    found = is_core[cur]
+    for _ in range(topology.max_depth):
+        move = ~found & (topology.parent[cur] >= 0)
+        if not move.any():
+            break
+        cur[move] = topology.parent[cur[move]]
+        found |= is_core[cur]
+    unit = np.where(found, cur, topology.leaf_of_pe)
+    out = np.empty(topology.n_pes, dtype=np.int64)
+    for host in topology.hosts():
+        pes = np.flatnonzero(topology.pe_host == host)
+        _, index = np.unique(unit[pes], return_inverse=True)  # node ids follow tree order
+        out[pes] = index
+    return out
 
 
 def format_slurm_hostfile(pe_of_task, topology: Topology) -> str:

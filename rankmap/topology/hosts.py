@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 MAX_HOSTS = 1 << 20  # far above any machine's node count; bounds a typo's memory
+MAX_SLOTS = MAX_HOSTS * 64  # processes named by a hostfile or Slurm's task counts
 
 
 # -------------------------------------------------------- hostlist syntax
@@ -134,8 +135,8 @@ def parse_hostfile_text(text: str, label: str = "<hostfile>") -> list[tuple[str,
             bare[host] = bare.get(host, 0) + 1
         else:
             counts[host] += slots
-        if sum(counts.values()) + sum(bare.values()) > MAX_HOSTS * 64:
-            raise ValueError(f"{label}:{lineno}: more than {MAX_HOSTS * 64} slots")
+        if sum(counts.values()) + sum(bare.values()) > MAX_SLOTS:
+            raise ValueError(f"{label}:{lineno}: more than {MAX_SLOTS} slots")
     if not counts:
         raise ValueError(f"{label}: hostfile lists no host")
     out = []
@@ -166,6 +167,8 @@ def parse_tasks_per_node(text: str, n_nodes: int | None = None) -> list[int]:
         if len(out) + repeat > MAX_HOSTS:
             raise ValueError(f"SLURM_TASKS_PER_NODE {text!r} names more than {MAX_HOSTS} nodes")
         out.extend([int(m.group(1))] * repeat)
+        if int(m.group(1)) * repeat > MAX_SLOTS or sum(out) > MAX_SLOTS:
+            raise ValueError(f"SLURM_TASKS_PER_NODE {text!r} names more than {MAX_SLOTS} tasks")
     if n_nodes is not None and len(out) != n_nodes:
         raise ValueError(f"SLURM_TASKS_PER_NODE {text!r} gives {len(out)} nodes, "
                          f"the nodelist {n_nodes}")
