@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .levels import merge_structureless_levels
+from ..limits import MAX_PES, MAX_TASKS
+from .levels import merge_structureless_levels, normalize_overrides
 from .tree import Topology, TreeNode
 
 DEFAULT_NETWORK_DISTANCE = 100.0
@@ -144,7 +145,11 @@ def parse_network(arities: str, distances: str = "") -> tuple[list[int], list[fl
             return [cast(x) for x in text.replace(",", ":").split(":")]
         except ValueError:
             raise ValueError(f"{what} {text!r}: expected numbers separated by ':' (e.g. 4:2)") from None
-    return numbers(arities, "network", int), numbers(distances, "network distances", float)
+    arity, dist = numbers(arities, "network", int), numbers(distances, "network distances", float)
+    if any(a < 1 for a in arity) or any(not 0 <= d < float("inf") for d in dist):
+        raise ValueError(f"network {arities!r} distances {distances!r}: arities must be >= 1, "
+                         "distances finite and >= 0")
+    return arity, dist
 
 
 # --------------------------------------------------------- host list input
@@ -159,6 +164,8 @@ def expand_nodelist(text: str) -> list[str]:
         for part in parts:
             if part.startswith("["):
                 choices = _expand_range(part[1:-1], text)
+                if len(names) * len(choices) + len(hosts) > MAX_TASKS:
+                    raise ValueError(f"nodelist {text!r}: more than {MAX_TASKS} hosts")
                 names = [n + c for n in names for c in choices]
             elif "[" in part or "]" in part:
                 raise ValueError(f"nodelist {text!r}: unbalanced brackets")
@@ -199,6 +206,8 @@ def _expand_range(spec: str, text: str) -> list[str]:
             continue
         if int(hi) < int(lo):
             raise ValueError(f"nodelist {text!r}: range {part.strip()!r} runs backwards")
+        if len(out) + int(hi) - int(lo) >= MAX_TASKS:
+            raise ValueError(f"nodelist {text!r}: more than {MAX_TASKS} hosts")
         out.extend(str(v).zfill(len(lo)) for v in range(int(lo), int(hi) + 1))
     return out
 
@@ -247,6 +256,9 @@ def parse_hostfile_text(text: str, label: str = "<hostfile>") -> list[tuple[str,
 def _positive(text: str, label: str, lineno: int) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise ValueError(f"{label}:{lineno}: slot count {text!r} is not a positive integer")
+    if int(text) > MAX_PES:
+        raise ValueError(f"{label}:{lineno}: slot count {text} is more than rankmap handles "
+                         f"({MAX_PES})")
     return int(text)
 
 
@@ -354,7 +366,7 @@ def read_cluster_file(path) -> Topology:
         elif key == "network" and len(plain) in (1, 3) and (len(plain) == 1 or plain[1] == "distances"):
             network = _at(where, parse_network, plain[0], plain[2] if len(plain) == 3 else "")
         elif key == "level-distances" and len(plain) == 1:
-            level_distances = plain[0]
+            level_distances = _at(where, normalize_overrides, plain[0])
         else:
             raise ValueError(f"{where}: cannot read {raw.strip()!r} (lines: xml FILE, nodes NODELIST "
                              "[xml=FILE], hostfile FILE [xml=FILE], network A:B [distances D1:D2], "
