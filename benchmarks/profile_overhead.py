@@ -11,6 +11,10 @@
 3. a halo-exchange program (profiling/halo2d.py, 2 ranks by default: one per
    core here): wall time (start-up and trace writing included) and its own
    loop time, plain vs profiled, and the added loop time per Sendrecv.
+4. a part-file flush (``--part flush``): one rank's periodic flush when its
+   counters changed (a write: temp file + rename) and when they did not (a
+   comparison and a touch), for rows of 2 .. 4096 peers; with the flush
+   interval T the background cost is at most (write time) / T.
 Multi-process figures come from plain and profiled jobs run alternately (so
 a change of load hits both alike): medians, and the 10th percentile of the
 chunks (resp. the fastest job), which scheduling delays on a busy machine
@@ -151,8 +155,39 @@ def run_mpi(n, args, cwd):
     return proc.stdout, wall
 
 
+FLUSH_INTERVAL: list[str] = []  # --flush-interval passed to the profiled jobs
+
+
 def profiled(tmp, name):
-    return ["-m", "rankmap.profile", "--no-topology", "-o", str(Path(tmp) / f"{name}.rmtrace.npz")]
+    return ["-m", "rankmap.profile", "--no-topology", *FLUSH_INTERVAL,
+            "-o", str(Path(tmp) / f"{name}.rmtrace.npz")]
+
+
+def flush_costs(repeat: int) -> list[tuple[int, float, float, int]]:
+    """(peers, ms per changed flush, ms per unchanged flush, part bytes) of
+    one rank's ``Session.write_part`` (one process, no mpiexec)."""
+    from rankmap.profile.session import Session
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for peers in (2, 64, 1024, 4096):
+            session = Session(Path(tmp) / f"f{peers}.rmtrace.npz", topology=False, flush_interval=0)
+            session.recorder = type(session.recorder)(peers + 1, 0)
+            counters = session.recorder.active
+            changed, same = [], []
+            for i in range(repeat):
+                for p in range(1, peers + 1):
+                    counters.pb[p] += 100 + i
+                    counters.pm[p] += 1
+                t0 = time.perf_counter()
+                session.write_part("flushed")
+                changed.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                session.write_part("flushed")
+                same.append(time.perf_counter() - t0)
+            rows.append((peers, 1e3 * median(changed), 1e3 * median(same), session.part.stat().st_size))
+            session.finished = True
+    return rows
 
 
 def pingpong(tmp, runs: int, chunks: int) -> dict:
@@ -191,10 +226,22 @@ def halo(tmp, ranks: int, iters: int, runs: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    ap.add_argument("--part", choices=["all", "percall", "pingpong", "halo"], default="all")
+    ap.add_argument("--part", choices=["all", "percall", "pingpong", "halo", "flush"], default="all")
+    ap.add_argument("--flush-interval", default=None, metavar="SEC",
+                    help="the profiled jobs' --flush-interval (default: the profiler's)")
+    ap.add_argument("--halo-iters", type=int, default=None, help="halo iterations (default 400)")
     ap.add_argument("--runs", type=int, default=7, help="plain/profiled job pairs per multi-process case")
     ap.add_argument("--halo-ranks", type=int, default=2, help="ranks of the halo program (2: one per core here)")
     a = ap.parse_args()
+    if a.flush_interval is not None:
+        FLUSH_INTERVAL[:] = ["--flush-interval", a.flush_interval]
+    if a.part in ("all", "flush"):
+        print(f"4. one rank's part-file flush, median of 20 (load {loadavg()})")
+        print(f"{'peers':>6}{'changed ms':>12}{'unchanged ms':>14}{'part bytes':>12}")
+        for peers, wrote, skipped, size in flush_costs(20):
+            print(f"{peers:>6}{wrote:>12.2f}{skipped:>14.3f}{size:>12}")
+        if a.part == "flush":
+            return
     number, repeat = (5000, 3) if a.quick else (10000, 15)
     if a.part in ("all", "percall"):
         print(f"1. per intercepted call, one process, CPU time (best of {repeat} x {number}; "
@@ -217,7 +264,7 @@ def main() -> None:
                 print(f"{case:<17}{pair(base):>16}{pair(prof):>19}{pair(added):>25}")
             print("a round trip has two intercepted Sends on its critical path: added per call = added / 2")
         if a.part in ("all", "halo"):
-            iters = 100 if a.quick else 400
+            iters = a.halo_iters or (100 if a.quick else 400)
             load0 = loadavg()
             res = halo(tmp, a.halo_ranks, iters, runs)
             calls = iters * HALO_CALLS

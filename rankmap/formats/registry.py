@@ -83,7 +83,7 @@ def detect_format(path: str) -> str:
                 break
     if re.match(r"^[EI]\t\d+\t\d+\t\d+ bytes", first):
         return "ompi"
-    fields = [t for t in re.split(r"[,\s]+", first.strip()) if t]
+    fields = [t for t in re.split(r"[,\s]+", first.split("#", 1)[0].strip()) if t]
     if name.endswith((".csv", ".dat", ".txt")) and len(fields) > 4:
         return "dense"
     if 3 <= len(fields) <= 4:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .hierarchy import hierarchy_topology, parse_hierarchy
 from .hosts import expand_nodelist, parse_hostfile
-from .levels import merge_structureless_levels
+from .levels import merge_structureless_levels, normalize_overrides
 from .tree import Topology, TreeNode
 
 DEFAULT_NETWORK_DISTANCE = 100.0
@@ -154,7 +154,11 @@ def parse_network(arities: str, distances: str = "") -> tuple[list[int], list[fl
             return [cast(x) for x in text.replace(",", ":").split(":")]
         except ValueError:
             raise ValueError(f"{what} {text!r}: expected numbers separated by ':' (e.g. 4:2)") from None
-    return numbers(arities, "network", int), numbers(distances, "network distances", float)
+    arity, dist = numbers(arities, "network", int), numbers(distances, "network distances", float)
+    if any(a < 1 for a in arity) or any(not 0 <= d < float("inf") for d in dist):
+        raise ValueError(f"network {arities!r} distances {distances!r}: arities must be >= 1, "
+                         "distances finite and >= 0")
+    return arity, dist
 
 
 # --------------------------------------------------------- host list input
@@ -291,7 +295,7 @@ def read_cluster_file(path) -> Topology:
 
             switches = parse_topology_conf(base / plain[0])
         elif key == "level-distances" and len(plain) == 1 and not opts:
-            level_distances = plain[0]
+            level_distances = _at(where, normalize_overrides, plain[0])
         else:
             raise ValueError(f"{where}: cannot read {raw.strip()!r} (lines: xml FILE, hierarchy S "
                              "[distances D], nodes NODELIST [xml=FILE | hierarchy=S distances=D], "

@@ -12,8 +12,9 @@ import os
 import re
 from pathlib import Path
 
+from ..limits import MAX_PES as MAX_SLOTS  # processes a hostfile or Slurm's task counts may name
+
 MAX_HOSTS = 1 << 20  # far above any machine's node count; bounds a typo's memory
-MAX_SLOTS = MAX_HOSTS * 64  # processes named by a hostfile or Slurm's task counts
 
 
 # -------------------------------------------------------- hostlist syntax
