@@ -218,7 +218,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
     budget = budget_seconds(time_limit)
     refine = _refine_cost(graph, topology, True)
     spent, idle, repeats, tried = 0.0, 0, 0, 0
-    began = time.monotonic()
+    began, spent_then = time.monotonic(), 0.0  # the pace is measured from the second start on
     starts, _ = plan(graph, topology, time_limit, seed)
     for name, opts, cost in starts:
         if deadline.expired():
@@ -227,7 +227,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
             continue  # the counted work left no room: a cheaper later one still may fit
         if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
             break  # converged: the stronger presets keep finding the same J, or none does better
-        if not deadline.allows(cost * slowness(began, spent)):
+        if not deadline.allows(cost * slowness(began, spent - spent_then)):
             continue  # it would end after the deadline; a cheaper later one may not
         opts = dict(opts)
         run_seed = opts.pop("seed")
@@ -246,6 +246,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
         repeats = 0 if gain or j > best_j * (1 + 1e-9) else repeats + 1
         if j < best_j:
             best_pe, best_j = pe, j
+        if tried == 1:  # the first start paid the one-off costs (imports, numba's first dispatch)
+            began, spent_then = time.monotonic(), spent
     best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent,
                                       deadline=deadline)
     if graph.n < topology.n_pes:
@@ -254,9 +256,11 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
 
 
 def slowness(began: float, spent: float) -> float:
-    """How many times slower than the work model this run has been so far
-    (wall seconds since ``began`` over the model seconds ``spent``), at
-    least 1: what turns an estimate into wall time on a loaded machine."""
+    """How many times slower than the work model this run has been (wall
+    seconds since ``began`` over the model seconds ``spent`` since then), at
+    least 1: what turns an estimate into wall time on a loaded machine.
+    Callers start measuring after their first start, which pays the
+    process's one-off costs."""
     if spent < 1e-3:
         return 1.0
     return max(1.0, (time.monotonic() - began) / spent)
