@@ -40,7 +40,7 @@ from ...cost import mapping_cost
 from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, validate_mapping
 from .. import METHODS
-from .one_to_one import _refine_cost, _refine_depth, budget_seconds, slowness
+from .one_to_one import _first_use, _refine_cost, _refine_depth, budget_seconds, slowness
 from ..refine.moves import move_refine
 from ..construct.multisection import multisection_map
 from ..refine.swaps import swap_refine
@@ -145,7 +145,7 @@ def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
         if best_pe is not None and deadline.expired():
             break
         cost = _run_cost(graph, topology, opts) + moves
-        if best_pe is not None and not deadline.allows(cost * slowness(began, spent)):
+        if best_pe is not None and not deadline.allows((cost + _first_use(opts)) * slowness(began, spent)):
             continue  # it would end after the deadline
         spent += cost
         try:

@@ -227,7 +227,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
             continue  # the counted work left no room: a cheaper later one still may fit
         if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
             break  # converged: the stronger presets keep finding the same J, or none does better
-        if not deadline.allows(cost * slowness(began, spent - spent_then)):
+        if not deadline.allows((cost + _first_use(opts)) * slowness(began, spent - spent_then)):
             continue  # it would end after the deadline; a cheaper later one may not
         opts = dict(opts)
         run_seed = opts.pop("seed")
@@ -253,6 +253,15 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
     if graph.n < topology.n_pes:
         best_pe, best_j = _use_free_pes(graph, topology, best_pe, best_j, seed, deadline)
     return best_pe
+
+
+def _first_use(opts: dict) -> float:
+    """Seconds a start pays once per process before it partitions anything:
+    Mt-KaHyPar's import and thread pool (uninterruptible, so priced before
+    a deadline lets the start run)."""
+    from ..construct.partition import MTKAHYPAR_START, mtkahypar_started
+
+    return MTKAHYPAR_START if opts.get("backend") in ("mtkahypar", "both") and not mtkahypar_started() else 0.0
 
 
 def slowness(began: float, spent: float) -> float:
