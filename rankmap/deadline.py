@@ -40,6 +40,15 @@ class Deadline:
             self.hit = True
         return self.hit
 
+    def allows(self, seconds: float) -> bool:
+        """Whether a step expected to take ``seconds`` (and that cannot be
+        interrupted) ends before the deadline.  A step refused changes the
+        result, so it counts as a cut (``hit``)."""
+        if self.end is None or time.monotonic() + seconds <= self.end:
+            return True
+        self.hit = True
+        return False
+
     def remaining(self) -> float:
         """Seconds left (inf without an end)."""
         return math.inf if self.end is None else max(self.end - time.monotonic(), 0.0)

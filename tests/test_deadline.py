@@ -42,6 +42,8 @@ def test_deadline_object():
     assert not never.expired() and not never.hit and never.remaining() == float("inf")
     copy = pickle.loads(pickle.dumps(Deadline(GENEROUS)))  # worker processes check the same end
     assert not copy.expired() and 0 < copy.remaining() <= GENEROUS
+    assert copy.allows(1.0) and not copy.hit and never.allows(1e9)
+    assert not copy.allows(2 * GENEROUS) and copy.hit  # a step refused for want of time changes the result
 
 
 @pytest.mark.parametrize("method, options", [

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 
-from ..cost import evaluate
 from ..formats import GRAPH_FORMATS, read_graph
 from ..formats.registry import read_recorded
 from ..graph import CommGraph

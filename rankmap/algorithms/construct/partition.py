@@ -112,6 +112,15 @@ def mtkahypar_initializer(threads: int):
     return mtkahypar.initialize(max(int(threads), 1), False)
 
 
+def mtkahypar_started() -> bool:
+    """Whether this process has Mt-KaHyPar's thread pool already (the first
+    call pays its import and start: MTKAHYPAR_START seconds)."""
+    return mtkahypar_initializer.cache_info().currsize > 0
+
+
+MTKAHYPAR_START = 0.5  # its import and thread pool: 0.2-0.6 s wall at load ~20 on the 2-core machine
+
+
 def _mtk_preset(preset: str, deterministic: bool):
     """Mt-KaHyPar's preset for ours.  Its other presets are not repeatable
     within one process: the same call with the same seed (1 thread) cut uk

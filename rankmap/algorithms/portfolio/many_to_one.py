@@ -32,13 +32,15 @@ candidate when it is a valid placement, so auto never returns a higher J.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ...cost import mapping_cost
 from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, validate_mapping
 from .. import METHODS
-from .one_to_one import _refine_cost, _refine_depth, budget_seconds
+from .one_to_one import _first_use, _refine_cost, _refine_depth, budget_seconds, slowness
 from ..refine.moves import move_refine
 from ..construct.multisection import multisection_map
 from ..refine.swaps import swap_refine
@@ -136,9 +138,16 @@ def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
     except ValueError:
         pass
     runs, _ = plan_many(graph, topology, time_limit, seed)
-    for opts in runs:
+    began, spent, moves = time.monotonic(), 0.0, _move_cost(graph, topology)
+    for i, opts in enumerate(runs):
+        if i == 1:  # the pace is measured from the second run on (the first pays the imports)
+            began, spent = time.monotonic(), 0.0
         if best_pe is not None and deadline.expired():
             break
+        cost = _run_cost(graph, topology, opts) + moves
+        if best_pe is not None and not deadline.allows((cost + _first_use(opts)) * slowness(began, spent)):
+            continue  # it would end after the deadline
+        spent += cost
         try:
             pe = multisection_map(graph, topology, eps=eps, threads=1, workers=workers, deadline=deadline, **opts)
         except ValueError:  # e.g. a partition no repair can fit under L_max: the other runs may

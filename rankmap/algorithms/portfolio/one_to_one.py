@@ -36,7 +36,9 @@ the search ends once the kicks without a gain reach max(PATIENCE, the
 kicks made up to the last gain).  The wall-clock ``deadline`` (from
 ``time_limit``, see ``rankmap.deadline``) is a guard on top of that plan:
 every start, refinement slice and kick checks it, and when it cuts, the best
-mapping so far is returned.  The given order is always a candidate
+mapping so far is returned.  A start whose estimated seconds, scaled by how
+much slower than the model this run has been so far (``slowness``), would
+end after the deadline is skipped (a partitioning call cannot be cut).  The given order is always a candidate
 (unrefined when the budget leaves no room), so auto never returns a higher
 J than it.  This is one-to-one mapping; many tasks per PE (``eps`` or more
 tasks than PEs) go to ``auto_many``, a portfolio of its own.  On a mesh or
@@ -44,6 +46,8 @@ torus the tree methods do not apply and auto is ``mesh_auto``.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -214,6 +218,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
     budget = budget_seconds(time_limit)
     refine = _refine_cost(graph, topology, True)
     spent, idle, repeats, tried = 0.0, 0, 0, 0
+    began, spent_then = time.monotonic(), 0.0  # the pace is measured from the second start on
     starts, _ = plan(graph, topology, time_limit, seed)
     for name, opts, cost in starts:
         if deadline.expired():
@@ -222,6 +227,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
             continue  # the counted work left no room: a cheaper later one still may fit
         if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
             break  # converged: the stronger presets keep finding the same J, or none does better
+        if not deadline.allows((cost + _first_use(opts)) * slowness(began, spent - spent_then)):
+            continue  # it would end after the deadline; a cheaper later one may not
         opts = dict(opts)
         run_seed = opts.pop("seed")
         if name == "multisection":  # the plan and the result do not depend on it
@@ -239,11 +246,33 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
         repeats = 0 if gain or j > best_j * (1 + 1e-9) else repeats + 1
         if j < best_j:
             best_pe, best_j = pe, j
+        if tried == 1:  # the first start paid the one-off costs (imports, numba's first dispatch)
+            began, spent_then = time.monotonic(), spent
     best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent,
                                       deadline=deadline)
     if graph.n < topology.n_pes:
         best_pe, best_j = _use_free_pes(graph, topology, best_pe, best_j, seed, deadline)
     return best_pe
+
+
+def _first_use(opts: dict) -> float:
+    """Seconds a start pays once per process before it partitions anything:
+    Mt-KaHyPar's import and thread pool (uninterruptible, so priced before
+    a deadline lets the start run)."""
+    from ..construct.partition import MTKAHYPAR_START, mtkahypar_started
+
+    return MTKAHYPAR_START if opts.get("backend") in ("mtkahypar", "both") and not mtkahypar_started() else 0.0
+
+
+def slowness(began: float, spent: float) -> float:
+    """How many times slower than the work model this run has been (wall
+    seconds since ``began`` over the model seconds ``spent`` since then), at
+    least 1: what turns an estimate into wall time on a loaded machine.
+    Callers start measuring after their first start, which pays the
+    process's one-off costs."""
+    if spent < 1e-3:
+        return 1.0
+    return max(1.0, (time.monotonic() - began) / spent)
 
 
 def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int, deadline: Deadline):
