@@ -126,3 +126,29 @@ def test_show_plot_before_and_after_a_mapping(tmp_path, capsys):
     assert "short: 2 lines for a trace of 4 ranks" in capsys.readouterr().err
     assert cli(["show", str(path), "--mapping", str(tmp_path / "perm")]) == 2
     assert "--mapping goes with --plot" in capsys.readouterr().err
+
+
+def test_merge_names_only_the_rank_without_a_finished_marker(tmp_path):
+    """A launcher that lets the others finish: only the dead rank lacks the
+    marker; merge names it with the time its data stops, --strict fails."""
+    out = tmp_path / "run.rmtrace.npz"
+    for r in range(3):
+        _part(r, 3, [((r + 1) % 3, 10, 1, 0)], status="flushed" if r == 1 else "complete") \
+            .write(part_path(out, r))
+    parts = part_path(out, 0).parent
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        assert cli(["merge", str(parts)]) == 0
+    lines = [ln for ln in text.getvalue().splitlines() if "no finished marker" in ln]
+    assert len(lines) == 1 and lines[0].strip().startswith("rank 1:") and "data stops at" in lines[0]
+    assert cli(["merge", str(parts), "-o", str(tmp_path / "s.rmtrace.npz"), "--strict"]) == 2
+
+
+def test_strict_merge_of_nothing_fails(tmp_path):
+    out = tmp_path / "run.rmtrace.npz"
+    for r in range(2):
+        _part(r, 2, []).write(part_path(out, r))
+    assert cli(["merge", str(part_path(out, 0).parent), "--strict"]) == 2

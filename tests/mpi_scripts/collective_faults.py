@@ -107,6 +107,8 @@ def cases(k):
     yield "comm-topology-differs", "fallback", comm(traffic=ring_row(),
                                                     topology=OTHER if RANK == k else TOPO)
     yield "comm-replicas", "ValueError", comm(traffic=ring_row(), replicas=0 if RANK == k else 2)
+    yield "comm-unknown-option", "ValueError", comm(
+        traffic=ring_row(), options={"backnd": "kahip"} if RANK == k else None)
     yield "comm-distributed-step", "fallback", lambda: _with(
         patched(api.SwapRounds, "contributions", k, RuntimeError("rounds broke")),
         comm(traffic=ring_row(), distributed=True))
