@@ -90,7 +90,7 @@ def trace_files(path: str) -> list[tuple[int, str]]:
 def _looks_like(path: str) -> bool:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.readline().startswith(_HEADERS)
+            return fh.readline(4096).startswith(_HEADERS)  # bounded: a sniff of any file
     except OSError:
         return False
 

@@ -27,7 +27,7 @@ _END = "End Communication Matrix"
 def is_mpip(path: str) -> bool:
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.readline().strip() == "@ mpiP"
+            return fh.readline(4096).strip() == "@ mpiP"  # bounded: a sniff of any file
     except (OSError, IsADirectoryError):
         return False
 

@@ -74,13 +74,14 @@ def detect_format(path: str) -> str:
     if name.startswith("communication_matrix") and name.endswith(".dat"):
         return "eztrace"
     with open(path, encoding="utf-8", errors="replace") as fh:
-        first = ""
-        for line in fh:
-            if line.startswith("%%MatrixMarket"):
-                return "mtx"
-            if line.strip() and not line.lstrip().startswith(("#", "%")):
-                first = line
-                break
+        head = fh.read(1 << 16)  # the sniff reads a bounded head, whatever the file holds
+    first = ""
+    for line in head.splitlines():
+        if line.startswith("%%MatrixMarket"):
+            return "mtx"
+        if line.strip() and not line.lstrip().startswith(("#", "%")):
+            first = line
+            break
     if re.match(r"^[EI]\t\d+\t\d+\t\d+ bytes", first):
         return "ompi"
     fields = [t for t in re.split(r"[,\s]+", first.split("#", 1)[0].strip()) if t]
@@ -110,6 +111,7 @@ def read_recorded(path: str, fmt: str = "auto", collectives: str = "tree"):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no such file")
+    check_readable(path)
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt not in RECORDED_FORMATS:
