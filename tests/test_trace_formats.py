@@ -85,6 +85,26 @@ def test_otf2_written_trace_threads_subcommunicator_and_collectives(tmp_path):
     assert read_recorded(str(tmp_path / "t"), collectives="none").graph("collective").total_bytes == 0
 
 
+def test_otf2_read_in_passes_over_location_groups_gives_the_same_run(tmp_path, monkeypatch):
+    _need_otf2()
+    from rankmap.formats import otf2 as otf2_reader
+
+    write_otf2(str(tmp_path / "t"), ranks=5, rounds=40, threads=2, sub_every=3)
+    whole = read_recorded(str(tmp_path / "t"))
+    monkeypatch.setattr(otf2_reader, "_PASS_EVENTS", 150)  # a pass per location or two
+    assert len(otf2_reader._passes(_locations(tmp_path / "t" / "traces.otf2"))) > 4
+    parts = read_recorded(str(tmp_path / "t"))
+    for kind in ("p2p", "collective"):
+        assert pairs(parts.graph(kind)) == pairs(whole.graph(kind))
+
+
+def _locations(anchor):
+    import otf2
+
+    with otf2.reader.open(str(anchor)) as tr:
+        return list(tr.definitions.locations)
+
+
 def test_otf2_truncated_event_file_is_one_line(tmp_path, capsys):
     _need_otf2()
     shutil.copytree(OTF2.parent, tmp_path / "otf2")

@@ -22,6 +22,7 @@ from .common import FormatError
 from .traffic_table import PairTable, Progress, add_collective
 
 _BATCH = 100_000  # events per call into the C reader
+_PASS_EVENTS = 1 << 22  # events per pass over a group of locations
 
 
 def _import():
@@ -52,14 +53,34 @@ def is_otf2(path: str) -> bool:
 def read_otf2(path: str, collectives: str = "tree") -> Trace:
     otf2, _otf2 = _import()
     anchor = anchor_file(path)
+    reader = _open(anchor, otf2)
     try:
-        reader = otf2.reader.Reader(anchor)
-    except Exception as exc:  # the C library's errors, missing definitions
-        raise FormatError(f"{anchor}: not a readable OTF2 trace ({_why(exc)})") from None
-    try:
-        return _read(reader, anchor, collectives, otf2, _otf2)
+        run = _Run(reader.definitions, anchor, otf2)
+        passes = _passes(reader.definitions.locations)
     finally:
         reader.close()
+    return _read(run, passes, anchor, collectives, otf2, _otf2)
+
+
+def _open(anchor, otf2):
+    try:
+        return otf2.reader.Reader(anchor)
+    except Exception as exc:  # the C library's errors, missing definitions
+        raise FormatError(f"{anchor}: not a readable OTF2 trace ({_why(exc)})") from None
+
+
+def _passes(locations) -> list[list[int]]:
+    """Location refs in groups of about ``_PASS_EVENTS`` events: the C
+    reader's buffers grow with the events of the locations it has open, so
+    a long trace is read a group at a time."""
+    out, size = [[]], 0
+    for loc in locations:
+        if out[-1] and size + loc.number_of_events > _PASS_EVENTS:
+            out.append([])
+            size = 0
+        out[-1].append(loc._ref)
+        size += loc.number_of_events
+    return out
 
 
 def _why(exc) -> str:
@@ -127,8 +148,7 @@ _OPS = {"BCAST": "bcast", "SCATTER": "scatter", "SCATTERV": "scatter", "GATHER":
         "REDUCE_SCATTER_BLOCK": "reduce_scatter", "SCAN": "scan", "EXSCAN": "exscan"}
 
 
-def _read(reader, anchor, model, otf2, _otf2) -> Trace:
-    run = _Run(reader.definitions, anchor, otf2)
+def _read(run, passes, anchor, model, otf2, _otf2) -> Trace:
     table = PairTable()
     problems: list[str] = []  # an exception must not unwind through the C reader
     seen = [0]
@@ -195,31 +215,38 @@ def _read(reader, anchor, model, otf2, _otf2) -> Trace:
                 problems.append(f"{type(exc).__name__}: {exc}")
         return call
 
-    try:
-        handle = reader._get_global_evt_reader_handle(None)  # the otf2 package's own setup
-        cbs = _otf2.GlobalEvtReaderCallbacks_New()
-        # one distinct callable per event type: the binding keeps one per object
-        keep = [guarded(f) for f in (p2p, p2p, coll_end, put, get)]
-        _otf2.GlobalEvtReaderCallbacks_SetMpiSendCallback(cbs, keep[0])
-        _otf2.GlobalEvtReaderCallbacks_SetMpiIsendCallback(cbs, keep[1])
-        _otf2.GlobalEvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, keep[2])
-        _otf2.GlobalEvtReaderCallbacks_SetRmaPutCallback(cbs, keep[3])
-        _otf2.GlobalEvtReaderCallbacks_SetRmaGetCallback(cbs, keep[4])
-        _otf2.GlobalEvtReader_SetCallbacks(handle, cbs, None)
-        _otf2.GlobalEvtReaderCallbacks_Delete(cbs)
-        with Progress(run.events, "reading OTF2", unit="ev") as bar:
-            while True:
-                got = _otf2.GlobalEvtReader_ReadEvents(handle, _BATCH)
-                seen[0] += got
-                bar.update(got)
-                if problems:
-                    raise FormatError(f"{anchor}: near event {seen[0]}: {problems[0]}")
-                if got < _BATCH:
-                    break
-    except FormatError:
-        raise
-    except Exception as exc:
-        raise FormatError(f"{anchor}: unreadable after {seen[0]} events ({_why(exc)})") from None
+    with Progress(run.events, "reading OTF2", unit="ev") as bar:
+        for refs in passes:
+            reader = _open(anchor, otf2)
+            try:
+                # the otf2 package's own reader set-up, for these locations only
+                handle = reader._get_global_evt_reader_handle(
+                    [reader.definitions.locations[ref] for ref in refs])
+                cbs = _otf2.GlobalEvtReaderCallbacks_New()
+                # one distinct callable per event type: the binding keeps one per object
+                keep = [guarded(f) for f in (p2p, p2p, coll_end, put, get)]
+                _otf2.GlobalEvtReaderCallbacks_SetMpiSendCallback(cbs, keep[0])
+                _otf2.GlobalEvtReaderCallbacks_SetMpiIsendCallback(cbs, keep[1])
+                _otf2.GlobalEvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, keep[2])
+                _otf2.GlobalEvtReaderCallbacks_SetRmaPutCallback(cbs, keep[3])
+                _otf2.GlobalEvtReaderCallbacks_SetRmaGetCallback(cbs, keep[4])
+                _otf2.GlobalEvtReader_SetCallbacks(handle, cbs, None)
+                _otf2.GlobalEvtReaderCallbacks_Delete(cbs)
+                while True:
+                    got = _otf2.GlobalEvtReader_ReadEvents(handle, _BATCH)
+                    seen[0] += got
+                    bar.update(got)
+                    if problems:
+                        raise FormatError(f"{anchor}: near event {seen[0]}: {problems[0]}")
+                    if got < _BATCH:
+                        break
+            except FormatError:
+                raise
+            except Exception as exc:
+                raise FormatError(f"{anchor}: unreadable after {seen[0]} events ({_why(exc)})") \
+                    from None
+            finally:
+                reader.close()
     if seen[0] != run.events:
         raise FormatError(f"{anchor}: truncated: the definitions announce {run.events} events, "
                           f"the event files hold {seen[0]}")
