@@ -36,9 +36,10 @@ the search ends once the kicks without a gain reach max(PATIENCE, the
 kicks made up to the last gain).  The wall-clock ``deadline`` (from
 ``time_limit``, see ``rankmap.deadline``) is a guard on top of that plan:
 every start, refinement slice and kick checks it, and when it cuts, the best
-mapping so far is returned.  A start whose estimated seconds, scaled by how
-much slower than the model this run has been so far (``slowness``), would
-end after the deadline is skipped (a partitioning call cannot be cut).  The given order is always a candidate
+mapping so far is returned.  A later start whose estimated seconds, scaled by
+how much slower than the model this run has been so far (``slowness``),
+would end after the deadline is skipped (a partitioning call cannot be
+cut); the first one runs and is cut inside.  The given order is always a candidate
 (unrefined when the budget leaves no room), so auto never returns a higher
 J than it.  This is one-to-one mapping; many tasks per PE (``eps`` or more
 tasks than PEs) go to ``auto_many``, a portfolio of its own.  On a mesh or
@@ -227,8 +228,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
             continue  # the counted work left no room: a cheaper later one still may fit
         if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
             break  # converged: the stronger presets keep finding the same J, or none does better
-        if not deadline.allows((cost + _first_use(opts)) * slowness(began, spent - spent_then)):
-            continue  # it would end after the deadline; a cheaper later one may not
+        if tried and not deadline.allows((cost + _first_use(opts)) * slowness(began, spent - spent_then)):
+            continue  # it would end after the deadline (the first start is cut inside instead)
         opts = dict(opts)
         run_seed = opts.pop("seed")
         if name == "multisection":  # the plan and the result do not depend on it
