@@ -193,6 +193,82 @@ def scotch_peer(graph: CommGraph, arities, distances, eps=0.0, weights=None):
     return fixed, int(np.count_nonzero(fixed != pe))
 
 
+# VieM and SharedMap are built from their public sources outside the repository
+# (docs/quality.md, "Building the peers"); RANKMAP_PEERS_DIR names the folder
+# holding VieM/ and SharedMap/.  A peer that is not built there is skipped.
+PEERS_DIR = os.environ.get("RANKMAP_PEERS_DIR", "")
+PEER_BINARIES = {"viem": ("VieM/deploy/viem", "VieM/build/viem"),
+                 "sharedmap": ("SharedMap/build/SharedMap",)}
+
+
+def peer_binary(name: str) -> str | None:
+    """Path of a built peer under RANKMAP_PEERS_DIR, or None."""
+    for rel in PEER_BINARIES[name]:
+        path = Path(PEERS_DIR) / rel
+        if PEERS_DIR and path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return None
+
+
+def _write_peer_graph(graph: CommGraph, path: str, weights=None) -> None:
+    """METIS file of S = B + B^T with integer edge (and vertex) weights."""
+    from rankmap.formats.metis import write_metis
+
+    sym = graph.symmetric
+    half = sp.csr_array((integer_weights(sym.data) * 0.5, sym.indices, sym.indptr), shape=sym.shape)
+    vw = None if weights is None else integer_weights(weights).astype(float)
+    write_metis(CommGraph(half, vertex_weights=vw), path)
+
+
+def _run_peer(cmd: list[str], out: str, n: int) -> np.ndarray:
+    subprocess.run(cmd, check=True, capture_output=True, timeout=3600)
+    pe = np.loadtxt(out, dtype=np.int64, ndmin=1)
+    if pe.shape != (n,):
+        raise RuntimeError(f"{cmd[0]} wrote {pe.size} PEs for {n} tasks")
+    return pe
+
+
+def viem_peer(graph: CommGraph, arities, distances, seed=0, preset="eco"):
+    """VieM (Schulz & Traff): top-down multisection with KaHIP ``preset`` plus
+    N_C^10 swap refinement, its defaults; (pe_of_task, repaired count)."""
+    hier = ":".join(str(int(a)) for a in arities)
+    dist = ":".join(f"{d:g}" for d in distances)
+    with tempfile.TemporaryDirectory() as tmp:
+        g, out = os.path.join(tmp, "g.graph"), os.path.join(tmp, "perm")
+        _write_peer_graph(graph, g)
+        pe = _run_peer([peer_binary("viem"), g, f"--hierarchy_parameter_string={hier}",
+                        f"--distance_parameter_string={dist}", f"--preconfiguration_mapping={preset}",
+                        f"--seed={seed}", f"--output_filename={out}"], out, graph.n)
+    fixed = repair_balance(graph.symmetric, np.ones(graph.n), pe, np.ones(int(np.prod(arities))))
+    return fixed, int(np.count_nonzero(fixed != pe))
+
+
+def sharedmap_peer(graph: CommGraph, arities, distances, config="strong", eps=0.0, weights=None, seed=0):
+    """SharedMap (Woydt et al.) with ``config`` (strong: KaHIP strong /
+    Mt-KaHyPar highest quality; eco), 1 thread; one-to-one with eps 0."""
+    with tempfile.TemporaryDirectory() as tmp:
+        g, out = os.path.join(tmp, "g.graph"), os.path.join(tmp, "map")
+        _write_peer_graph(graph, g, weights)
+        pe = _run_peer([peer_binary("sharedmap"), "-g", g, "-m", out, "-h", ":".join(str(int(a)) for a in arities),
+                        "-d", ":".join(f"{d:g}" for d in distances), "-e", f"{eps:g}", "-c", config, "-t", "1",
+                        "-s", "naive", "--seed", str(seed)], out, graph.n)
+    if weights is not None:
+        return pe, 0
+    fixed = repair_balance(graph.symmetric, np.ones(graph.n), pe, np.ones(int(np.prod(arities))))
+    return fixed, int(np.count_nonzero(fixed != pe))
+
+
+def external_peers(seed: int) -> dict:
+    """The built peers among VieM and SharedMap strong/eco (one-to-one)."""
+    out = {}
+    if peer_binary("viem"):
+        out["viem"] = lambda g, t, a, d: viem_peer(g, a, d, seed)
+    if peer_binary("sharedmap"):
+        out["sm-strong"] = lambda g, t, a, d: sharedmap_peer(g, a, d, "strong", seed=seed)
+        out["sm-eco"] = lambda g, t, a, d: sharedmap_peer(g, a, d, "eco", seed=seed)
+    return out
+
+
 # ------------------------------------------------------------------ runs
 def timed(fn):
     t = time.perf_counter()
@@ -217,10 +293,14 @@ def one_to_one_methods(args, scotch):
              "identity": lambda g, t, a, d: (np.arange(g.n), 0)}
     if scotch:
         peers["scotch"] = lambda g, t, a, d: scotch_peer(g, a, d)
+    peers.update(external_peers(args.seed))
     if "treematch" in METHODS:
         peers["treematch"] = lambda g, t, a, d: (map_tasks(g, t, method="treematch").pe_of_task, 0)
+    def multilevel(g, topo, arities, dists):
+        return map_tasks(g, topo, method="multilevel", seed=args.seed).pe_of_task, 0
+
     extra = {f"auto@{limit:g}": auto_at(limit) for limit in args.also_limits}
-    return {"auto": ours, **extra, "ms-fast": ms}, peers
+    return {"auto": ours, **extra, "ms-fast": ms, "multilevel": multilevel}, peers
 
 
 def run_one_to_one(args, scotch):
@@ -423,6 +503,9 @@ def main(argv=None) -> int:
     print("load average:", Path("/proc/loadavg").read_text().strip())
     scotch = ensure_scotch()
     print("scotch:", scotch or "not installable here: Scotch skipped")
+    for peer in PEER_BINARIES:
+        print(f"{peer}:", peer_binary(peer) or "not built under RANKMAP_PEERS_DIR "
+              f"({PEERS_DIR or 'unset'}): skipped (docs/quality.md says how to build it)")
     if not args.only_many:
         rows, peers, ours = run_one_to_one(args, scotch)
         summarize(rows, peers, ours)
