@@ -305,6 +305,7 @@ def one_to_one_methods(args, scotch):
 
 def run_one_to_one(args, scotch):
     graphs, ks = SIZES[args.size]
+    graphs = args.graphs or graphs
     ks = args.ks or ks
     ours, peers = one_to_one_methods(args, scotch)
     columns = list(ours) + (["auto-match"] if args.match else [])
@@ -385,6 +386,10 @@ def summarize(rows, peers, ours):
         budgets = [res["auto-match"][2] for _, _, res in rows]
         print("auto-match: auto at the smallest budget of the ladder whose J ties or beats the best peer; "
               "budgets reached:", " ".join(f"{b:g}" for b in budgets))
+    if "viem" in peers:
+        for o in ours:
+            tv = [res[o][1] / max(res["viem"][1], 1e-6) for _, _, res in rows]
+            print(f"{o:>10}: geomean wall time / VieM's {math.exp(np.mean(np.log(tv))):.2f}")
     for o in ours + peers:
         ratios, tr = [], []
         for _, _, res in rows:
@@ -423,12 +428,15 @@ def run_many_to_one(args, scotch):
     and of the peers (each peer counted as best even when it breaks L_max,
     marked !), max load / L_max, seconds; then the quality goals."""
     graphs, ks = SIZES[args.size]
+    graphs = args.graphs or graphs
     print("\nmany-to-one: application graph onto 4:8:k, D = 1:10:100, eps = 3%: J / best peer J "
           "(max load / L_max, ! = above L_max), seconds")
-    names = ["auto", "mtkahypar"] + (["scotch"] if scotch else [])
+    sharedmap = peer_binary("sharedmap") is not None
+    names = ["auto", "multilevel", "mtkahypar"] + (["scotch"] if scotch else []) + (["sm-strong"] if sharedmap else [])
+    ours = ("auto", "multilevel")
     print(f"{'instance':<14}{'n':>6} {'best peer J':>12} " + " ".join(f"{m:>26}" for m in names)
           + (f" {'auto-match budget, s':>26}" if args.match else ""))
-    ratios, times, match = [], [], []
+    ratios, ml_ratios, times, match = [], [], [], []
     for name in graphs[:4]:
         app = read_metis((DATA / "graphs" / f"walshaw/{name}").with_suffix(".graph"))
         for k in ks[:3]:
@@ -436,19 +444,24 @@ def run_many_to_one(args, scotch):
             topo = hierarchy_topology(arities, dists)
             runs = {"auto": lambda: map_tasks(app, topo, method="auto", eps=0.03, seed=args.seed,
                                               time_limit=args.time_limit).pe_of_task,
+                    "multilevel": lambda: map_tasks(app, topo, method="multilevel", eps=0.03, seed=args.seed).pe_of_task,
                     "mtkahypar": lambda: _mtk_many(app, arities, dists, args.seed)}
             if scotch:
                 runs["scotch"] = lambda: scotch_peer(app, arities, dists, eps=0.03, weights=app.vertex_weights)[0]
+            if sharedmap:  # its own balance rule is one unit looser on small blocks: checked against ours below
+                runs["sm-strong"] = lambda: sharedmap_peer(app, arities, dists, "strong", eps=0.03,
+                                                           weights=app.vertex_weights, seed=args.seed)[0]
             res = {m: timed(fn) for m, fn in runs.items()}
             js = {m: mapping_cost(app, topo, pe) for m, (pe, _) in res.items()}
-            best = min(v for m, v in js.items() if m != "auto")
+            best = min(v for m, v in js.items() if m not in ours)
             cells = []
             for m in names:
                 rep = balance_report(res[m][0], app.vertex_weights, topo.n_pes, 0.03)
                 over = "!" if rep["max_load"] > rep["L_max"] else " "
                 cells.append(f"{js[m] / best:>9.3f} ({rep['max_load'] / rep['L_max']:.3f}{over}) {res[m][1]:>6.2f}s")
             ratios.append(js["auto"] / best)
-            fastest = min(res[m][1] for m in names if m != "auto")
+            ml_ratios.append(js["multilevel"] / best)
+            fastest = min(res[m][1] for m in names if m not in ours)
             times.append(res["auto"][1] / fastest)
             if args.match:
                 _, secs, limit = time_to_match(args, app, topo, best, (js["auto"], res["auto"][1]), eps=0.03)
@@ -460,6 +473,9 @@ def run_many_to_one(args, scotch):
     print(f"auto many-to-one over {r.size} instances: geomean J/best-peer "
           f"{math.exp(np.mean(np.log(r))):.4f}  best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  "
           f"worst {r.max():.4f}  geomean time/fastest peer {math.exp(np.mean(np.log(times))):.2f}")
+    r = np.asarray(ml_ratios)
+    print(f"multilevel many-to-one: geomean J/best-peer {math.exp(np.mean(np.log(r))):.4f}  "
+          f"best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  worst {r.max():.4f}")
     if match:
         print(f"auto-match (smallest ladder budget whose J ties or beats the best peer): geomean time/fastest peer "
               f"{math.exp(np.mean(np.log([t for t, _ in match]))):.2f}; budgets "
@@ -494,6 +510,8 @@ def main(argv=None) -> int:
                          "peer J (the time-to-quality comparison); empty to skip")
     ap.add_argument("--ks", type=lambda v: [int(x) for x in v.split(",") if x], default=None,
                     help="k values of S = 4:16:k instead of the size's (e.g. 16,32: n = 1024, 2048)")
+    ap.add_argument("--graphs", type=lambda v: [x for x in v.split(",") if x], default=None,
+                    help="comma-separated graph names instead of the size's (a representative subset)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-traffic", dest="traffic", action="store_false")
     ap.add_argument("--many", action="store_true", help="also run the many-to-one comparison")

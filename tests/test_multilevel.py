@@ -115,3 +115,23 @@ def test_beats_or_ties_plain_refinement_on_planted_hierarchy():
 def test_bad_start_option():
     with pytest.raises(ValueError, match="start"):
         multilevel_map(grid_graph(2, 2), hierarchy_topology([2, 2], [1, 10]), start="nonsense")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fm_keeps_capacities_and_reports_its_gain(seed):
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, 60, 300), rng.integers(0, 60, 300)
+    keep = u != v
+    adj = _sym(list(zip(u[keep], v[keep], rng.integers(1, 9, keep.sum()))), 60)
+    adj.sum_duplicates()
+    block = rng.permutation(np.repeat(np.arange(4), 15))
+
+    def cut(b):
+        rows = np.repeat(np.arange(60), np.diff(adj.indptr))
+        return adj.data[b[rows] != b[adj.indices]].sum() / 2
+
+    new, gain = exchange_refine(adj, block, np.full(4, 15), parent=np.array([0, 0, 1, 1]))
+    assert np.bincount(new, minlength=4).tolist() == [15] * 4
+    assert gain > 0 and cut(new) == pytest.approx(cut(block) - gain)
+    moved = np.flatnonzero(new != block)  # only between siblings 0-1 and 2-3
+    assert np.all(block[moved] // 2 == new[moved] // 2)

@@ -6,7 +6,8 @@ often only an *exchange* away: six tightly coupled tasks of node A for six
 of node B (what VieM's mapping of fe_4elt2/512 shows against auto's, see
 docs/quality.md).  No single swap gains there; FM does: it moves tasks one
 at a time between the two blocks, the best gain first, lets the loads
-drift from their capacity by up to MAX_DRIFT tasks, locks every moved task,
+drift from their capacity (by one task, and in a second pass by up to
+MAX_DRIFT tasks), locks every moved task,
 and keeps the best prefix of the move sequence whose loads fit again.  The
 gain of a move is the traffic to the other block minus the traffic to the
 own one, which is the J change when all blocks are equally far apart (the
@@ -118,13 +119,17 @@ def exchange_refine(adj: sp.csr_array, block, capacity, *, weights=None, parent=
     block (the loads never end above it).  Siblings are equally far from
     every other block, so between them the cut gain is the J gain divided
     by their parent's distance.  ``weights``: vertex weights (ones), e.g.
-    the sizes of coarse clusters; a load may drift by MAX_DRIFT or twice the
-    heaviest vertex during a pass.  Returns the new blocks and the traffic
+    the sizes of coarse clusters.  Each pair gets two passes, the better
+    kept: loads drifting by at most the heaviest vertex (moves alternate
+    between the blocks), and by MAX_DRIFT or twice the heaviest (a group
+    can leave before its counterpart comes back; a greedy pass with only
+    this one drifts off one-sidedly on a random start).  Returns the new blocks and the traffic
     taken off the cut."""
     block = np.asarray(block, dtype=np.int64).copy()
     capacity = np.asarray(capacity, dtype=np.float64)
     vw = np.ones(block.size) if weights is None else np.asarray(weights, dtype=np.float64)
-    drift = max(float(MAX_DRIFT), 2.0 * float(vw.max(initial=0.0)))
+    heaviest = float(vw.max(initial=0.0))
+    drifts = (heaviest, max(float(MAX_DRIFT), 2.0 * heaviest))
     parent = None if parent is None else np.asarray(parent, dtype=np.int64)
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
     w = np.asarray(adj.data, dtype=np.float64)
@@ -144,7 +149,14 @@ def exchange_refine(adj: sp.csr_array, block, capacity, *, weights=None, parent=
         for i in order.tolist():
             a, b = int(c.row[i]), int(c.col[i])
             tasks = np.flatnonzero((block == a) | (block == b)).astype(np.int64)
-            gained += pair_fm(indptr, indices, w, vw, block, tasks, a, b, capacity[a], capacity[b], drift, tol)
+            best, best_gain = block, 0.0
+            for drift in drifts:
+                cand = block.copy()
+                g = pair_fm(indptr, indices, w, vw, cand, tasks, a, b, capacity[a], capacity[b], drift, tol)
+                if g > best_gain:
+                    best, best_gain = cand, g
+            block = best
+            gained += best_gain
         total += gained
         if gained <= tol:
             break
