@@ -78,6 +78,7 @@ FREE_PE_ROUNDS = 4    # fewer tasks than PEs: move/swap alternations at the end
 _PER_GREEDY_TASK = 7.2e-6  # GreedyAllC: per task and level
 _ML_CYCLES = 2              # multilevel on the best so far: V-cycles expected (it stops when one does not gain) ...
 _PER_ML_TASK = 2e-5         # ... each FM and coarsening work per task and tree level, plus a task-level refinement
+                            # (estimated from runs on the loaded machine, not yet fitted on an idle core)
 KICK_TASKS = 8        # iterated local search: tasks whose PEs one kick shuffles
 PATIENCE = 64         # ... and kicks without a gain before it stops, at least, and at least
 COVER_TOUCHES = 4     # enough kicks to touch every task this many times on average
@@ -161,7 +162,8 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     multilevel_cost = _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK
                                     + _refine_cost(graph, topology, True))
     runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
-            ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost), ms("kahip", "eco", seed), ms("mtkahypar", "fast", seed + 1), ("greedy_allc", {"seed": seed}, greedy_cost),
+            ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost), ms("kahip", "eco", seed),
+            ms("mtkahypar", "fast", seed + 1), ("greedy_allc", {"seed": seed}, greedy_cost),
             ("treematch", {"seed": seed}, treematch_cost), ms("mtkahypar", "eco", seed, True),
             ms("kahip", "strong", seed), ms("mtkahypar", "fast", seed + 2)]
     for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
