@@ -193,6 +193,82 @@ def scotch_peer(graph: CommGraph, arities, distances, eps=0.0, weights=None):
     return fixed, int(np.count_nonzero(fixed != pe))
 
 
+# VieM and SharedMap are built from their public sources outside the repository
+# (docs/quality.md, "Building the peers"); RANKMAP_PEERS_DIR names the folder
+# holding VieM/ and SharedMap/.  A peer that is not built there is skipped.
+PEERS_DIR = os.environ.get("RANKMAP_PEERS_DIR", "")
+PEER_BINARIES = {"viem": ("VieM/deploy/viem", "VieM/build/viem"),
+                 "sharedmap": ("SharedMap/build/SharedMap",)}
+
+
+def peer_binary(name: str) -> str | None:
+    """Path of a built peer under RANKMAP_PEERS_DIR, or None."""
+    for rel in PEER_BINARIES[name]:
+        path = Path(PEERS_DIR) / rel
+        if PEERS_DIR and path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return None
+
+
+def _write_peer_graph(graph: CommGraph, path: str, weights=None) -> None:
+    """METIS file of S = B + B^T with integer edge (and vertex) weights."""
+    from rankmap.formats.metis import write_metis
+
+    sym = graph.symmetric
+    half = sp.csr_array((integer_weights(sym.data) * 0.5, sym.indices, sym.indptr), shape=sym.shape)
+    vw = None if weights is None else integer_weights(weights).astype(float)
+    write_metis(CommGraph(half, vertex_weights=vw), path)
+
+
+def _run_peer(cmd: list[str], out: str, n: int) -> np.ndarray:
+    subprocess.run(cmd, check=True, capture_output=True, timeout=3600)
+    pe = np.loadtxt(out, dtype=np.int64, ndmin=1)
+    if pe.shape != (n,):
+        raise RuntimeError(f"{cmd[0]} wrote {pe.size} PEs for {n} tasks")
+    return pe
+
+
+def viem_peer(graph: CommGraph, arities, distances, seed=0, preset="eco"):
+    """VieM (Schulz & Traff): top-down multisection with KaHIP ``preset`` plus
+    N_C^10 swap refinement, its defaults; (pe_of_task, repaired count)."""
+    hier = ":".join(str(int(a)) for a in arities)
+    dist = ":".join(f"{d:g}" for d in distances)
+    with tempfile.TemporaryDirectory() as tmp:
+        g, out = os.path.join(tmp, "g.graph"), os.path.join(tmp, "perm")
+        _write_peer_graph(graph, g)
+        pe = _run_peer([peer_binary("viem"), g, f"--hierarchy_parameter_string={hier}",
+                        f"--distance_parameter_string={dist}", f"--preconfiguration_mapping={preset}",
+                        f"--seed={seed}", f"--output_filename={out}"], out, graph.n)
+    fixed = repair_balance(graph.symmetric, np.ones(graph.n), pe, np.ones(int(np.prod(arities))))
+    return fixed, int(np.count_nonzero(fixed != pe))
+
+
+def sharedmap_peer(graph: CommGraph, arities, distances, config="strong", eps=0.0, weights=None, seed=0):
+    """SharedMap (Woydt et al.) with ``config`` (strong: KaHIP strong /
+    Mt-KaHyPar highest quality; eco), 1 thread; one-to-one with eps 0."""
+    with tempfile.TemporaryDirectory() as tmp:
+        g, out = os.path.join(tmp, "g.graph"), os.path.join(tmp, "map")
+        _write_peer_graph(graph, g, weights)
+        pe = _run_peer([peer_binary("sharedmap"), "-g", g, "-m", out, "-h", ":".join(str(int(a)) for a in arities),
+                        "-d", ":".join(f"{d:g}" for d in distances), "-e", f"{eps:g}", "-c", config, "-t", "1",
+                        "-s", "naive", "--seed", str(seed)], out, graph.n)
+    if weights is not None:
+        return pe, 0
+    fixed = repair_balance(graph.symmetric, np.ones(graph.n), pe, np.ones(int(np.prod(arities))))
+    return fixed, int(np.count_nonzero(fixed != pe))
+
+
+def external_peers(seed: int) -> dict:
+    """The built peers among VieM and SharedMap strong/eco (one-to-one)."""
+    out = {}
+    if peer_binary("viem"):
+        out["viem"] = lambda g, t, a, d: viem_peer(g, a, d, seed)
+    if peer_binary("sharedmap"):
+        out["sm-strong"] = lambda g, t, a, d: sharedmap_peer(g, a, d, "strong", seed=seed)
+        out["sm-eco"] = lambda g, t, a, d: sharedmap_peer(g, a, d, "eco", seed=seed)
+    return out
+
+
 # ------------------------------------------------------------------ runs
 def timed(fn):
     t = time.perf_counter()
@@ -217,14 +293,19 @@ def one_to_one_methods(args, scotch):
              "identity": lambda g, t, a, d: (np.arange(g.n), 0)}
     if scotch:
         peers["scotch"] = lambda g, t, a, d: scotch_peer(g, a, d)
+    peers.update(external_peers(args.seed))
     if "treematch" in METHODS:
         peers["treematch"] = lambda g, t, a, d: (map_tasks(g, t, method="treematch").pe_of_task, 0)
+    def multilevel(g, topo, arities, dists):
+        return map_tasks(g, topo, method="multilevel", seed=args.seed).pe_of_task, 0
+
     extra = {f"auto@{limit:g}": auto_at(limit) for limit in args.also_limits}
-    return {"auto": ours, **extra, "ms-fast": ms}, peers
+    return {"auto": ours, **extra, "ms-fast": ms, "multilevel": multilevel}, peers
 
 
 def run_one_to_one(args, scotch):
     graphs, ks = SIZES[args.size]
+    graphs = args.graphs or graphs
     ks = args.ks or ks
     ours, peers = one_to_one_methods(args, scotch)
     columns = list(ours) + (["auto-match"] if args.match else [])
@@ -305,6 +386,10 @@ def summarize(rows, peers, ours):
         budgets = [res["auto-match"][2] for _, _, res in rows]
         print("auto-match: auto at the smallest budget of the ladder whose J ties or beats the best peer; "
               "budgets reached:", " ".join(f"{b:g}" for b in budgets))
+    if "viem" in peers:
+        for o in ours:
+            tv = [res[o][1] / max(res["viem"][1], 1e-6) for _, _, res in rows]
+            print(f"{o:>10}: geomean wall time / VieM's {math.exp(np.mean(np.log(tv))):.2f}")
     for o in ours + peers:
         ratios, tr = [], []
         for _, _, res in rows:
@@ -343,12 +428,15 @@ def run_many_to_one(args, scotch):
     and of the peers (each peer counted as best even when it breaks L_max,
     marked !), max load / L_max, seconds; then the quality goals."""
     graphs, ks = SIZES[args.size]
+    graphs = args.graphs or graphs
     print("\nmany-to-one: application graph onto 4:8:k, D = 1:10:100, eps = 3%: J / best peer J "
           "(max load / L_max, ! = above L_max), seconds")
-    names = ["auto", "mtkahypar"] + (["scotch"] if scotch else [])
+    sharedmap = peer_binary("sharedmap") is not None
+    names = ["auto", "multilevel", "mtkahypar"] + (["scotch"] if scotch else []) + (["sm-strong"] if sharedmap else [])
+    ours = ("auto", "multilevel")
     print(f"{'instance':<14}{'n':>6} {'best peer J':>12} " + " ".join(f"{m:>26}" for m in names)
           + (f" {'auto-match budget, s':>26}" if args.match else ""))
-    ratios, times, match = [], [], []
+    ratios, ml_ratios, times, match = [], [], [], []
     for name in graphs[:4]:
         app = read_metis((DATA / "graphs" / f"walshaw/{name}").with_suffix(".graph"))
         for k in ks[:3]:
@@ -356,19 +444,24 @@ def run_many_to_one(args, scotch):
             topo = hierarchy_topology(arities, dists)
             runs = {"auto": lambda: map_tasks(app, topo, method="auto", eps=0.03, seed=args.seed,
                                               time_limit=args.time_limit).pe_of_task,
+                    "multilevel": lambda: map_tasks(app, topo, method="multilevel", eps=0.03, seed=args.seed).pe_of_task,
                     "mtkahypar": lambda: _mtk_many(app, arities, dists, args.seed)}
             if scotch:
                 runs["scotch"] = lambda: scotch_peer(app, arities, dists, eps=0.03, weights=app.vertex_weights)[0]
+            if sharedmap:  # its own balance rule is one unit looser on small blocks: checked against ours below
+                runs["sm-strong"] = lambda: sharedmap_peer(app, arities, dists, "strong", eps=0.03,
+                                                           weights=app.vertex_weights, seed=args.seed)[0]
             res = {m: timed(fn) for m, fn in runs.items()}
             js = {m: mapping_cost(app, topo, pe) for m, (pe, _) in res.items()}
-            best = min(v for m, v in js.items() if m != "auto")
+            best = min(v for m, v in js.items() if m not in ours)
             cells = []
             for m in names:
                 rep = balance_report(res[m][0], app.vertex_weights, topo.n_pes, 0.03)
                 over = "!" if rep["max_load"] > rep["L_max"] else " "
                 cells.append(f"{js[m] / best:>9.3f} ({rep['max_load'] / rep['L_max']:.3f}{over}) {res[m][1]:>6.2f}s")
             ratios.append(js["auto"] / best)
-            fastest = min(res[m][1] for m in names if m != "auto")
+            ml_ratios.append(js["multilevel"] / best)
+            fastest = min(res[m][1] for m in names if m not in ours)
             times.append(res["auto"][1] / fastest)
             if args.match:
                 _, secs, limit = time_to_match(args, app, topo, best, (js["auto"], res["auto"][1]), eps=0.03)
@@ -380,6 +473,9 @@ def run_many_to_one(args, scotch):
     print(f"auto many-to-one over {r.size} instances: geomean J/best-peer "
           f"{math.exp(np.mean(np.log(r))):.4f}  best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  "
           f"worst {r.max():.4f}  geomean time/fastest peer {math.exp(np.mean(np.log(times))):.2f}")
+    r = np.asarray(ml_ratios)
+    print(f"multilevel many-to-one: geomean J/best-peer {math.exp(np.mean(np.log(r))):.4f}  "
+          f"best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  worst {r.max():.4f}")
     if match:
         print(f"auto-match (smallest ladder budget whose J ties or beats the best peer): geomean time/fastest peer "
               f"{math.exp(np.mean(np.log([t for t, _ in match]))):.2f}; budgets "
@@ -414,6 +510,8 @@ def main(argv=None) -> int:
                          "peer J (the time-to-quality comparison); empty to skip")
     ap.add_argument("--ks", type=lambda v: [int(x) for x in v.split(",") if x], default=None,
                     help="k values of S = 4:16:k instead of the size's (e.g. 16,32: n = 1024, 2048)")
+    ap.add_argument("--graphs", type=lambda v: [x for x in v.split(",") if x], default=None,
+                    help="comma-separated graph names instead of the size's (a representative subset)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-traffic", dest="traffic", action="store_false")
     ap.add_argument("--many", action="store_true", help="also run the many-to-one comparison")
@@ -423,6 +521,9 @@ def main(argv=None) -> int:
     print("load average:", Path("/proc/loadavg").read_text().strip())
     scotch = ensure_scotch()
     print("scotch:", scotch or "not installable here: Scotch skipped")
+    for peer in PEER_BINARIES:
+        print(f"{peer}:", peer_binary(peer) or "not built under RANKMAP_PEERS_DIR "
+              f"({PEERS_DIR or 'unset'}): skipped (docs/quality.md says how to build it)")
     if not args.only_many:
         rows, peers, ours = run_one_to_one(args, scotch)
         summarize(rows, peers, ours)

@@ -48,6 +48,7 @@ def test_deadline_object():
 
 @pytest.mark.parametrize("method, options", [
     ("auto", {}), ("multisection", {"preset": "fast"}), ("treematch", {}), ("swap", {}), ("greedy", {"refine": True}),
+    ("multilevel", {}),
 ])
 def test_a_passed_deadline_returns_a_valid_mapping_no_worse_than_the_given_order(method, options):
     g = scrambled(grid_graph(40, 40))  # 1600 tasks: too many for any of them in no time

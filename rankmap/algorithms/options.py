@@ -15,7 +15,7 @@ import math
 #: keys ``map_tasks`` and the search budget take besides the methods' own
 GENERAL = ("refine", "refine_depth", "time_limit", "work_limit")
 #: options that count something: whole numbers >= 1
-COUNTS = ("workers", "threads", "tries", "rounds", "replicas", "max_tasks")
+COUNTS = ("workers", "threads", "tries", "rounds", "replicas", "max_tasks", "cycles")
 #: budgets: finite and > 0
 BUDGETS = ("time_limit", "work_limit")
 
@@ -29,7 +29,7 @@ def option_names() -> set[str]:
         for p in inspect.signature(spec.fn).parameters.values():
             if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD:
                 names.add(p.name)
-    return names - {"graph", "topology", "seed", "eps"}
+    return names - {"graph", "topology", "seed", "eps", "deadline"}  # deadline: map_tasks makes it
 
 
 def check_options(options: dict) -> dict:

@@ -4,7 +4,9 @@ Starts, each followed by swap refinement, cheap first: multisection fast
 with KaHIP, the given order (identity: when the tasks are blocks numbered
 by a recursive bisection, as in model creation, it is often the best
 start), multisection fast with Mt-KaHyPar (1 thread, its deterministic
-presets: the others differ from call to call), multisection eco with
+presets: the others differ from call to call), multilevel V-cycles on
+the best of these (``construct/multilevel.py``: FM exchanges of task
+groups between nodes, which no swap sequence makes), multisection eco with
 KaHIP, Mt-KaHyPar with a second seed, GreedyAllC (its start is cheap but
 2-3x worse above 1024 tasks, and refining it costs the most), TreeMatch
 when it is registered (its refined result mostly equals the given
@@ -83,6 +85,9 @@ MARGIN = 1.5  # the fits hold on the models they came from; a stencil of 2^11-2^
 _REFINE_PASSES = 4    # typical passes until no gain from a good start
 FREE_PE_ROUNDS = 4    # fewer tasks than PEs: move/swap alternations at the end
 _PER_GREEDY_TASK = 7.2e-6  # GreedyAllC: per task and level
+_ML_CYCLES = 2              # multilevel on the best so far: V-cycles expected (it stops when one does not gain) ...
+_PER_ML_TASK = 2e-5         # ... each FM and coarsening work per task and tree level, plus a task-level refinement
+                            # (estimated from runs on the loaded machine, not yet fitted on an idle core)
 KICK_TASKS = 8        # iterated local search: tasks whose PEs one kick shuffles
 PATIENCE = 64         # ... and kicks without a gain before it stops, at least, and at least
 COVER_TOUCHES = 4     # enough kicks to touch every task this many times on average
@@ -163,8 +168,11 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
 
     greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
     treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
+    multilevel_cost = _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK
+                                    + _refine_cost(graph, topology, True))
     runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
-            ms("kahip", "eco", seed), ms("mtkahypar", "fast", seed + 1), ("greedy_allc", {"seed": seed}, greedy_cost),
+            ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost), ms("kahip", "eco", seed),
+            ms("mtkahypar", "fast", seed + 1), ("greedy_allc", {"seed": seed}, greedy_cost),
             ("treematch", {"seed": seed}, treematch_cost), ms("mtkahypar", "eco", seed, True),
             ms("kahip", "strong", seed), ms("mtkahypar", "fast", seed + 2)]
     for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
@@ -234,6 +242,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
         run_seed = opts.pop("seed")
         if name == "multisection":  # the plan and the result do not depend on it
             opts["workers"] = int(workers)
+        if opts.get("start") == "best":  # V-cycles on the best mapping so far
+            opts["start"] = best_pe
         spent += cost
         pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, deadline=deadline, **opts))
         # the first start gets at least about one refinement pass, whatever the budget
