@@ -15,6 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 import rankmap
+from rankmap.algorithms.distributed.multilevel import multilevel_map
 from rankmap.algorithms.distributed.swap_rounds import SwapRounds, refine_rounds
 from rankmap.reorder import RankmapWarning
 
@@ -105,9 +106,17 @@ def check_reorder(path: str, topo, graph) -> None:
     assert int(new.new_to_old([new.Get_rank()])[0]) == RANK
     if path == "distributed":
         # no rank held the graph, yet the result is the serial protocol's
-        serial, res = refine_rounds(graph, topo, np.arange(SIZE), seed=3)
+        serial, res = multilevel_map(graph, topo, np.arange(SIZE), seed=3)
         assert np.array_equal(serial, pe), (serial, pe)
-        assert info.rounds == res.rounds and info.swaps == res.swaps
+        assert info.rounds == res.rounds and info.swaps == res.refine.swaps
+        assert info.method.startswith("distributed multilevel"), info.method
+        # the swap rounds alone (multilevel=False): the serial rounds' result
+        alone = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo,
+                                     distributed=True, multilevel=False, seed=3)
+        serial, res = refine_rounds(graph, topo, np.arange(SIZE), seed=3)
+        assert np.array_equal(serial, pe_of_task_from(alone)), serial
+        assert alone.reorder.rounds == res.rounds and alone.reorder.swaps == res.swaps
+        alone.Free()
     new.Free()
     ok(f"{path}")
 

@@ -10,6 +10,7 @@ import pytest
 from mpi_util import ROOT, run_mpi
 
 SCRIPT = str(Path(__file__).parent / "mpi_scripts" / "distributed_offline.py")
+MULTILEVEL = str(Path(__file__).parent / "mpi_scripts" / "multilevel_offline.py")
 
 
 @pytest.mark.mpi
@@ -17,6 +18,14 @@ SCRIPT = str(Path(__file__).parent / "mpi_scripts" / "distributed_offline.py")
 def test_refine_distributed_equals_the_serial_rounds(n):
     out = run_mpi(n, [SCRIPT], timeout=120).stdout
     for name in ("same-as-serial", "exact-J", "lean-ranks"):
+        assert f"CHECK {name} ok" in out, out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [2, 3, 8, 16])
+def test_multilevel_equals_the_serial_run_on_every_rank(n):
+    out = run_mpi(n, [MULTILEVEL], timeout=240).stdout
+    for name in ("same-as-serial", "levels", "exact-J"):
         assert f"CHECK {name} ok" in out, out
 
 
@@ -47,6 +56,15 @@ def test_map_cli_distributed(tmp_path):
     assert report["J"] < report["J_before"]
     assert report["J"] == pytest.approx(rankmap.mapping_cost(g, rankmap.topology_from_strings("4:4", "1:10"),
                                                              report["pe_of_task"]))
+    assert report["distributed"]["level_sizes"][0] == 16
+
+
+@pytest.mark.mpi
+def test_map_cli_distributed_rounds_only(tmp_path):
+    g, path = _scrambled_grid(tmp_path)
+    proc = run_mpi(4, ["-m", "rankmap", "map", str(path), "--hierarchy", "4:4", "--distances", "1:10",
+                       "--method", "identity", "--distributed", "--rounds-only"], timeout=120, cwd=ROOT)
+    assert "distributed swap rounds on 4 ranks" in proc.stdout, proc.stdout
 
 
 LEAN_CLI = """

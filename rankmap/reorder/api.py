@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
+from ..algorithms.distributed.multilevel import Multilevel, level_caps
 from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds, rounds_options,
                                      symmetric_rows)
 from ..algorithms.refine.swaps import swap_refine
@@ -126,7 +127,7 @@ def _wrap(cls, new, base_comm, info: ReorderInfo):
 def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto",
                  refine: str = "auto", distributed: bool | None = None, seed: int = 0,
                  network=None, max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4,
-                 replicas: int = REPLICAS, kicks: int = 0,
+                 replicas: int = REPLICAS, kicks: int = 0, multilevel: bool = True,
                  options: dict | None = None) -> ReorderedComm:
     """Collective over ``comm`` (default ``COMM_WORLD``): a new communicator
     in which rank t sits on the slot chosen for task t.
@@ -142,8 +143,14 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     (the centralised Schulz-Traff swap refinement, N_C^10), "rounds" (the
     distributed swap rounds), "none".
     ``distributed``: None picks the distributed path above
-    ``CENTRALISED_MAX`` ranks; it starts from the current placement and no
-    rank holds more than its own row and its neighbours' slot labels.
+    ``CENTRALISED_MAX`` ranks: the distributed multilevel mapping
+    (``algorithms.distributed.multilevel``: label propagation coarsening
+    across the ranks, the coarse graph of at most 4096 vertices mapped by
+    auto on rank 0, projection, swap rounds), kept only where it beats the
+    current placement; ``multilevel=False``: the swap rounds alone, from the
+    current placement.  No rank holds more than its own row, its
+    neighbours' slot labels and its share of the coarse levels (rank 0 also
+    the coarsest graph).
 
     The swap rounds (the distributed path, and ``refine="rounds"``):
     ``max_rounds`` per descent; ``replicas`` (default 8): independent copies
@@ -169,7 +176,8 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     settings = comm.bcast(dict(method=method, refine=refine, distributed=distributed, seed=seed,
                                max_rounds=max_rounds, min_improvement=min_improvement,
-                               replicas=replicas, kicks=kicks, options=options or {}), root=0)
+                               replicas=replicas, kicks=kicks, multilevel=multilevel,
+                               options=options or {}), root=0)
     source = "given" if topology is not None else "discovered"
     try:
         row = step(comm, "reading the traffic", lambda: own_row(
@@ -294,9 +302,13 @@ def _distributed(comm, row, place, settings):
     dst, nbytes = row
     rows = step(comm, "building the traffic rows", symmetric_rows, np.array([rank]),
                 np.array([0, len(dst)]), dst, nbytes, ex)
-    rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"], replicas=settings["replicas"])
-    res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
-               min_improvement=settings["min_improvement"], kicks=settings["kicks"])
+    if settings.get("multilevel", True):
+        res, method = _multilevel(comm, rows, place, ex, settings)
+    else:
+        rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"], replicas=settings["replicas"])
+        res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
+                   min_improvement=settings["min_improvement"], kicks=settings["kicks"])
+        method = "distributed swap rounds"
     # task `rank` now runs on slot res.labels.pe[0]: tell the rank on that slot
     owner = place.rank_of_pe[res.labels.pe[:1]]
     got = ex.exchange(owner, np.array([[rank]], dtype=np.float64))
@@ -309,10 +321,22 @@ def _distributed(comm, row, place, settings):
 
     key = step(comm, "checking the permutation", one_key)
     return key, {"path": "distributed",
-                 "method": f"distributed swap rounds (replicas={settings['replicas']}, "
-                           f"kicks={settings['kicks']})",
+                 "method": f"{method} (replicas={settings['replicas']}, kicks={settings['kicks']})",
                  "J_before": res.J_before, "J_after": res.J_after, "rounds": res.rounds,
-                 "swaps": res.swaps}
+                 "swaps": res.swaps if hasattr(res, "swaps") else res.refine.swaps}
+
+
+def _multilevel(comm, rows, place, ex, settings):
+    """The distributed multilevel mapping; rank 0 (which holds the slot
+    topology) maps the coarse graph."""
+    root = comm.Get_rank() == 0
+    caps = comm.bcast(root_step(comm, "reading the machine levels", level_caps, place.topology),
+                      root=0)
+    ml = Multilevel(rows, place.label, ex, caps, place.topology if root else None,
+                    seed=settings["seed"], replicas=settings["replicas"], kicks=settings["kicks"],
+                    min_improvement=settings["min_improvement"])
+    res = step(comm, "distributed multilevel mapping", ml.run)
+    return res, "distributed multilevel" + (" (current order kept)" if res.kept_start else "")
 
 
 # ------------------------------------------------------------- variants
