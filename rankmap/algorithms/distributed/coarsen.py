@@ -63,28 +63,11 @@ class Coarsening(OwnerProtocol):
         self.cluster_weight = self.weight.astype(np.float64).copy()  # of the cluster named after it
         self.turn = 0
 
-    def neighbour_values(self, values) -> np.ndarray | None:
-        """``values`` of the column vertex of every entry of the local rows."""
-        rows = self.rows
-        r = rows.row_of_entry
-        got = self._send(lambda: (self._owner(rows.cols),
-                                  np.column_stack([rows.cols, rows.tasks[r], values[r]])))
-
-        def order():
-            o = np.lexsort((got[:, 1], got[:, 0]))
-            g = got[o]
-            if len(g) != len(rows.cols) or np.any(g[:, 0] != rows.tasks[r]) or \
-                    np.any(g[:, 1] != rows.cols):
-                raise RuntimeError("neighbour labels do not match the traffic rows (not symmetric?)")
-            return g[:, 2].astype(np.int64)
-
-        return self._local(order)
-
     def round(self) -> int:
         """One round of label propagation; returns the vertices moved here."""
-        rows, n = self.rows, self.rows.n_tasks
+        rows = self.rows
         self.turn += 1
-        nb = self.neighbour_values(self.label)
+        nb = self.neighbour_values(self.rows, self.label)
         state = {}
 
         def proposals():
@@ -157,7 +140,7 @@ class Coarsening(OwnerProtocol):
         the members of the clusters this owner holds."""
         rows = self.rows
         n = rows.n_tasks
-        nb = self.neighbour_values(self.label)
+        nb = self.neighbour_values(self.rows, self.label)
 
         def edges():
             r = rows.row_of_entry

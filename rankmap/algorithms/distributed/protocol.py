@@ -44,6 +44,23 @@ class OwnerProtocol:
                 self.error = exc
         return None
 
+    def neighbour_values(self, rows, values) -> np.ndarray | None:
+        """``values`` (one per local row of ``rows``, symmetric ``Rows``) of
+        the column vertex of every entry of those rows."""
+        r = rows.row_of_entry
+        got = self._send(lambda: (self._owner(rows.cols),
+                                  np.column_stack([rows.cols, rows.tasks[r], values[r]])))
+
+        def order():
+            o = np.lexsort((got[:, 1], got[:, 0]))
+            g = got[o]
+            if len(g) != len(rows.cols) or np.any(g[:, 0] != rows.tasks[r]) or \
+                    np.any(g[:, 1] != rows.cols):
+                raise RuntimeError("neighbour values do not match the traffic rows (not symmetric?)")
+            return g[:, 2].astype(np.int64)
+
+        return self._local(order)
+
     def _allreduce(self, values) -> np.ndarray:
         """Sum of ``values`` over the owners; raises on every owner when any
         owner has failed so far."""
