@@ -32,10 +32,11 @@ shared-memory segments that every rank maps), max over ranks 1..P-1.  Runs
 with MPIR_CVAR_ENABLE_HEAVY_YIELD=1 (OVERSUBSCRIBED_ENV).
 With --in-program, part 2 runs what a program calls instead:
 ``rankmap.reorder_comm(comm, traffic=my_row, distributed=True, replicas=,
-kicks=)``, rank r on slot r holding only its own row.  The same random start
+kicks=)`` (the multilevel path), rank r on slot r holding only its own row.  The same random start
 is made the launch order by renaming the tasks (task t is played by rank
 start[t]), so "J start" is part 2's; the ranks' tie-breaks see other task
-ids, so the result is compared with the serial rounds on the renamed graph.
+ids, so the result is compared with the serial multilevel run on the
+renamed graph.
 Wall: the reorder_comm call (agreement steps, rounds, Split), max over ranks.
 
 Simulation (--simulate, log2 P per size): the distributed multilevel mapping
@@ -236,8 +237,14 @@ def scaling(args) -> list[dict]:
             start = np.random.default_rng(0).permutation(p)
             if args.in_program:  # the ranks' graph, launched in order
                 g, start = renamed(g, start), np.arange(p)
-            serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks,
-                                      replicas=args.replicas)
+            if args.in_program:  # reorder_comm(distributed=True): the multilevel path
+                from rankmap.algorithms.distributed.multilevel import multilevel_map
+
+                serial, _ = multilevel_map(g, machine(p), start, seed=0, kicks=args.kicks,
+                                           replicas=args.replicas)
+            else:
+                serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks,
+                                          replicas=args.replicas)
             cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path),
                    "--kicks", str(args.kicks), "--replicas", str(args.replicas)]
             cmd += ["--in-program"] if args.in_program else []
