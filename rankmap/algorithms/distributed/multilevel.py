@@ -10,7 +10,7 @@ need many rounds and cannot move a whole group of tasks to another node
      holds at most ``cap_fraction`` of the PEs of a group of that level), one
      level per cap, while the graph has more than ``coarse_max`` vertices
      (none when it is that small to begin with: then step 2 maps the tasks
-     themselves);
+     themselves, one per PE);
   2. the coarse graph goes to one owner (``exchange.central``), which maps
      it onto the machine cut at the groups of the last cap (``auto``, many
      clusters per group, balanced by task count);
@@ -111,7 +111,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
                seed: int = 0, time_limit: float = COARSE_TIME_LIMIT):
     """On one owner: map the gathered coarse graph (records: kind 0 = vertex
     (id, weight), kind 1 = edge (id, id, bytes)) onto the groups at
-    ``depth``.  Returns ((coarse vertex ids, their groups, the ``Groups``),
+    ``depth`` (None: the graph is the tasks', mapped one-to-one onto PEs).  Returns ((coarse vertex ids, their groups, the ``Groups``),
     for every owner the packed labels of its block of PEs)."""
     from ...algorithms import map_tasks
     from ...graph import CommGraph
@@ -125,9 +125,12 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
     graph = CommGraph.from_edges(np.searchsorted(ids, e[:, 1].astype(np.int64)),
                                  np.searchsorted(ids, e[:, 2].astype(np.int64)), e[:, 3], n=len(ids),
                                  vertex_weights=weight)
-    machine, start, stop = machine_groups(topology, depth)
+    machine, start, stop = machine_groups(topology, topology.max_depth if depth is None else depth)
     group_of = np.zeros(len(ids), dtype=np.int64)
-    if machine.n_pes > 1:
+    if depth is None:  # the tasks themselves: one task per PE
+        group_of = map_tasks(graph, machine, method="auto", seed=seed,
+                             time_limit=time_limit).pe_of_task
+    elif machine.n_pes > 1:
         # many clusters per group, balanced by task count: a group of s PEs
         # may take up to s (1 + slack) tasks (the moves after the projection
         # even it out); no partition may fit a tight limit, so the slack
@@ -206,7 +209,7 @@ class Multilevel(OwnerProtocol):
             sizes.append(int(self._allreduce([len(level.rows.tasks)])[0]))
             if i >= len(caps) - 1 and sizes[-1] > 0.9 * sizes[-2]:
                 break  # the top cap no longer shrinks the graph: map what there is
-        group, key = self._central(level, depth)
+        group, key = self._central(level, depth if contractions else None)
         if not contractions:  # the coarse graph is the tasks': their ids order them
             key = np.zeros((len(self.rows.tasks), 2), dtype=np.int64)
         # uncoarsening: moves between groups at every level (a little room
