@@ -97,7 +97,7 @@ class GroupMoves(OwnerProtocol):
     def round(self, load: np.ndarray) -> int:
         rows, groups = self.rows, self.groups
         self.turn += 1
-        nbg = self.neighbour_values(rows, self.group)
+        nbg = self.neighbour_ids(rows, self.group)
         room = self.limit - load
         state = {}
 

@@ -67,7 +67,7 @@ class Coarsening(OwnerProtocol):
         """One round of label propagation; returns the vertices moved here."""
         rows = self.rows
         self.turn += 1
-        nb = self.neighbour_values(self.rows, self.label)
+        nb = self.neighbour_ids(self.rows, self.label)
         state = {}
 
         def proposals():
@@ -140,7 +140,7 @@ class Coarsening(OwnerProtocol):
         the members of the clusters this owner holds."""
         rows = self.rows
         n = rows.n_tasks
-        nb = self.neighbour_values(self.rows, self.label)
+        nb = self.neighbour_ids(self.rows, self.label)
 
         def edges():
             r = rows.row_of_entry

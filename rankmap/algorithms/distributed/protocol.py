@@ -45,11 +45,13 @@ class OwnerProtocol:
         return None
 
     def neighbour_values(self, rows, values) -> np.ndarray | None:
-        """``values`` (one per local row of ``rows``, symmetric ``Rows``) of
-        the column vertex of every entry of those rows."""
+        """``values`` (one row of columns per local row of ``rows``, a
+        symmetric ``Rows``) of the column vertex of every entry of those
+        rows, as float64 columns."""
         r = rows.row_of_entry
+        cols = np.asarray(values, dtype=np.float64).reshape(len(rows.tasks), -1)
         got = self._send(lambda: (self._owner(rows.cols),
-                                  np.column_stack([rows.cols, rows.tasks[r], values[r]])))
+                                  np.column_stack([rows.cols, rows.tasks[r], cols[r]])))
 
         def order():
             o = np.lexsort((got[:, 1], got[:, 0]))
@@ -57,9 +59,14 @@ class OwnerProtocol:
             if len(g) != len(rows.cols) or np.any(g[:, 0] != rows.tasks[r]) or \
                     np.any(g[:, 1] != rows.cols):
                 raise RuntimeError("neighbour values do not match the traffic rows (not symmetric?)")
-            return g[:, 2].astype(np.int64)
+            return g[:, 2:]
 
         return self._local(order)
+
+    def neighbour_ids(self, rows, ids) -> np.ndarray | None:
+        """``neighbour_values`` of one integer per row (a cluster, a group)."""
+        got = self.neighbour_values(rows, ids)
+        return self._local(lambda: got[:, 0].astype(np.int64))
 
     def _allreduce(self, values) -> np.ndarray:
         """Sum of ``values`` over the owners; raises on every owner when any

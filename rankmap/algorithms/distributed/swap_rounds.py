@@ -386,24 +386,8 @@ class SwapRounds(OwnerProtocol):
 
     # ---------------------------------------------------------------- phases
     def _neighbour_labels(self) -> Labels:
-        rows, lab = self.rows, self.labels
-        r = rows.row_of_entry
-
-        def build():
-            rec = np.column_stack([rows.cols, rows.tasks[r], lab.pack(r)])
-            return self._owner(rows.cols), rec
-
-        recv = self._send(build)
-
-        def order():
-            o = np.lexsort((recv[:, 1], recv[:, 0]))
-            got = recv[o]
-            if len(got) != len(rows.cols) or np.any(got[:, 0] != rows.tasks[r]) or \
-                    np.any(got[:, 1] != rows.cols):
-                raise RuntimeError("neighbour labels do not match the traffic rows")
-            return Labels.unpack(got[:, 2:], self.levels)
-
-        return self._local(order)
+        got = self.neighbour_values(self.rows, self.labels.pack())
+        return self._local(lambda: Labels.unpack(got, self.levels))
 
     def _two_hop(self, nb: Labels) -> tuple[np.ndarray, np.ndarray]:
         """Destinations and records (u, x, label of x) for the fanout
