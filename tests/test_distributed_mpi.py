@@ -9,23 +9,18 @@ import pytest
 
 from mpi_util import ROOT, run_mpi
 
-SCRIPT = str(Path(__file__).parent / "mpi_scripts" / "distributed_offline.py")
-MULTILEVEL = str(Path(__file__).parent / "mpi_scripts" / "multilevel_offline.py")
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
+#: the swap rounds alone, and the multilevel path (several coarse levels)
+RUNS = {"rounds": ("distributed_offline.py", ("same-as-serial", "exact-J", "lean-ranks"), [2, 4, 8, 16]),
+        "multilevel": ("multilevel_offline.py", ("same-as-serial", "levels", "exact-J"), [2, 3, 8, 16])}
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("n", [2, 4, 8, 16])
-def test_refine_distributed_equals_the_serial_rounds(n):
-    out = run_mpi(n, [SCRIPT], timeout=120).stdout
-    for name in ("same-as-serial", "exact-J", "lean-ranks"):
-        assert f"CHECK {name} ok" in out, out
-
-
-@pytest.mark.mpi
-@pytest.mark.parametrize("n", [2, 3, 8, 16])
-def test_multilevel_equals_the_serial_run_on_every_rank(n):
-    out = run_mpi(n, [MULTILEVEL], timeout=240).stdout
-    for name in ("same-as-serial", "levels", "exact-J"):
+@pytest.mark.parametrize("kind, n", [(k, n) for k, (_, _, ns) in RUNS.items() for n in ns])
+def test_distributed_equals_the_serial_run_on_every_rank(kind, n):
+    script, checks, _ = RUNS[kind]
+    out = run_mpi(n, [str(SCRIPTS / script)], timeout=240).stdout
+    for name in checks:
         assert f"CHECK {name} ok" in out, out
 
 
