@@ -59,6 +59,10 @@ CAP_FRACTION = 0.5
 BALANCE_ROUNDS = 3
 #: room above its PEs a group may take on the coarse levels of the uncoarsening
 LEVEL_SLACK = 0.05
+#: rounds of all levels together: the swap rounds get what the levels leave,
+#: at least MIN_REFINE_ROUNDS
+ROUND_BUDGET = 30
+MIN_REFINE_ROUNDS = 4
 #: rounds of the swap refinement after the projection
 REFINE_ROUNDS = 12
 
@@ -227,8 +231,9 @@ class Multilevel(OwnerProtocol):
         labels = moves.place(self.pe_labels, self.start.anc.shape[1])
         j_start = float(self._allreduce(SwapRounds(self.rows, self.start, self.ex, replicas=1).cost())[0])
         sr = SwapRounds(self.rows, labels, self.ex, seed=self.seed, replicas=self.replicas)
-        res = sr.run(max_rounds=self.refine_rounds, min_improvement=self.min_improvement,
-                     kicks=self.kicks)
+        used = sum(lp_rounds) + len(moved)  # the swap rounds get what is left of the budget
+        res = sr.run(max_rounds=max(min(self.refine_rounds, ROUND_BUDGET - used), MIN_REFINE_ROUNDS),
+                     min_improvement=self.min_improvement, kicks=self.kicks)
         kept = res.J_after >= j_start  # the same on every owner: allreduced values
         out = self.start if kept else res.labels
         return MultilevelResult(out, j_start, min(res.J_after, j_start), res.J_before,
