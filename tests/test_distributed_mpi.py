@@ -19,7 +19,7 @@ RUNS = {"rounds": ("distributed_offline.py", ("same-as-serial", "exact-J", "lean
 @pytest.mark.parametrize("kind, n", [(k, n) for k, (_, _, ns) in RUNS.items() for n in ns])
 def test_distributed_equals_the_serial_run_on_every_rank(kind, n):
     script, checks, _ = RUNS[kind]
-    out = run_mpi(n, [str(SCRIPTS / script)], timeout=240).stdout
+    out = run_mpi(n, [str(SCRIPTS / script)], timeout=600).stdout
     for name in checks:
         assert f"CHECK {name} ok" in out, out
 

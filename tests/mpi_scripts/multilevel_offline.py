@@ -13,7 +13,7 @@ from mpi4py import MPI
 from rankmap.reorder.offline import multilevel_distributed
 
 # a small coarse_max forces several levels of label propagation on 216 tasks
-OPTIONS = dict(seed=5, replicas=2, coarse_max=24, coarse_time_limit=0.05)
+OPTIONS = dict(seed=5, replicas=1, coarse_max=24, coarse_time_limit=0.05)
 
 
 def problem():

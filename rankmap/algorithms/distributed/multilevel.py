@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 COARSE_MAX = 4096
 #: label propagation rounds per level
 LP_ROUNDS = 3
-#: auto's budget (seconds of its work model) for the coarse graph
-COARSE_TIME_LIMIT = 1.0
+#: auto's budget (seconds of its work model) for the coarse graph: its own default
+COARSE_TIME_LIMIT = 10.0
 #: room above its PE count a group may get in the coarse mapping, tried in turn
 SLACKS = (0.03, 0.1, 0.25, 0.5, 1.0, 4.0)
 #: clusters hold at most this fraction of a group's PEs (room to pack them)
