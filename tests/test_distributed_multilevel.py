@@ -106,3 +106,19 @@ def test_multilevel_refuses_more_tasks_than_pes():
     g = stencil3d(3)
     with pytest.raises(ValueError, match="one-to-one"):
         multilevel_map(g, rankmap.topology_from_strings("4:4", "1:10"))
+
+
+def test_an_owner_without_vertices_takes_part():
+    """Above the task level many ranks hold no cluster: their steps must run
+    (every collective) on empty arrays."""
+    from rankmap.algorithms.distributed.balance import GroupMoves, Groups
+    from rankmap.algorithms.distributed.swap_rounds import Rows
+
+    empty = Rows(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                 np.zeros(0), 10)
+    groups = Groups(np.array([0, 4]), np.array([4, 8]), np.zeros((2, 2), dtype=np.int64), np.zeros((2, 2)), 8)
+    moves = GroupMoves(empty, np.zeros(0), np.zeros((0, 0)), groups, LocalExchange(10))
+    assert moves.run(2) == [0] and moves.error is None
+    co = Coarsening(Level(empty, np.zeros(0)), LocalExchange(10), cap=4)
+    con, moved = co.run(2)
+    assert moved == [0] and len(con.coarse.rows.tasks) == 0 and con.members.shape == (0, 3)

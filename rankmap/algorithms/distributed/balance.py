@@ -84,7 +84,7 @@ class GroupMoves(OwnerProtocol):
         self.limit = np.floor(groups.cap * (1.0 + slack))
         self.group = np.asarray(group, dtype=np.int64).copy()
         # the clusters around each task, coarsest first: its order within the group
-        self.order_key = np.asarray(order_key, dtype=np.int64).reshape(len(self.group), -1)
+        self.order_key = np.asarray(order_key, dtype=np.int64)  # one row per task (maybe no column)
         self.k = len(groups.start)
         self.turn = 0
 

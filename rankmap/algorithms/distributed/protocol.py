@@ -49,7 +49,8 @@ class OwnerProtocol:
         symmetric ``Rows``) of the column vertex of every entry of those
         rows, as float64 columns."""
         r = rows.row_of_entry
-        cols = np.asarray(values, dtype=np.float64).reshape(len(rows.tasks), -1)
+        cols = np.asarray(values, dtype=np.float64)
+        cols = cols[:, None] if cols.ndim == 1 else cols
         got = self._send(lambda: (self._owner(rows.cols),
                                   np.column_stack([rows.cols, rows.tasks[r], cols[r]])))
 
