@@ -117,6 +117,15 @@ def check_reorder(path: str, topo, graph) -> None:
         assert np.array_equal(serial, pe_of_task_from(alone)), serial
         assert alone.reorder.rounds == res.rounds and alone.reorder.swaps == res.swaps
         alone.Free()
+        # coarsened in the program (most ranks hold no cluster above the tasks)
+        opts = {"coarse_max": 3, "coarse_time_limit": 0.05}
+        coarse = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo,
+                                      distributed=True, seed=3, options=opts)
+        serial, res = multilevel_map(graph, topo, np.arange(SIZE), seed=3, **opts)
+        assert np.array_equal(serial, pe_of_task_from(coarse)), serial
+        assert coarse.reorder.rounds == res.rounds and not coarse.reorder.fallback
+        assert SIZE < 8 or len(res.level_sizes) > 1, res.level_sizes
+        coarse.Free()
     new.Free()
     ok(f"{path}")
 

@@ -46,6 +46,9 @@ CENTRALISED_MAX = 4096
 #: 256 / 1024 with 10 s, 2.8 s / 0.6 s / 2.7 s with 0.2 s, J within 1%.
 IN_PROGRAM_TIME_LIMIT = 0.5
 
+#: ``options`` that the distributed multilevel path takes (rank 0's values)
+MULTILEVEL_OPTIONS = ("coarse_max", "coarse_time_limit")
+
 #: methods whose result is already swap-refined: ``refine="auto"`` skips them
 ALREADY_REFINED = ("auto", "swap")
 
@@ -148,7 +151,9 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     across the ranks, the coarse graph of at most 4096 vertices mapped by
     auto on rank 0, projection, swap rounds), kept only where it beats the
     current placement; ``multilevel=False``: the swap rounds alone, from the
-    current placement.  No rank holds more than its own row, its
+    current placement; ``options`` may set its ``coarse_max`` (default 4096)
+    and ``coarse_time_limit`` (auto's budget on rank 0, default 10).  No
+    rank holds more than its own row, its
     neighbours' slot labels and its share of the coarse levels (rank 0 also
     the coarsest graph).
 
@@ -256,7 +261,7 @@ def _map_on_root(rows, topology, pe_of_rank, settings):
                                  np.concatenate([b for _, b in rows]), n=size)
     current = np.asarray(pe_of_rank, dtype=np.int64)
     j_before = mapping_cost(graph, topology, current)
-    options = dict(settings["options"])
+    options = {k: v for k, v in settings["options"].items() if k not in MULTILEVEL_OPTIONS}
     if settings["method"] == "auto":
         options.setdefault("time_limit", IN_PROGRAM_TIME_LIMIT)
     mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"], **options)
@@ -332,9 +337,10 @@ def _multilevel(comm, rows, place, ex, settings):
     root = comm.Get_rank() == 0
     caps = comm.bcast(root_step(comm, "reading the machine levels", level_caps, place.topology),
                       root=0)
+    tuning = {k: v for k, v in settings["options"].items() if k in MULTILEVEL_OPTIONS}
     ml = Multilevel(rows, place.label, ex, caps, place.topology if root else None,
                     seed=settings["seed"], replicas=settings["replicas"], kicks=settings["kicks"],
-                    min_improvement=settings["min_improvement"])
+                    min_improvement=settings["min_improvement"], **tuning)
     res = step(comm, "distributed multilevel mapping", ml.run)
     return res, "distributed multilevel" + (" (current order kept)" if res.kept_start else "")
 
