@@ -3,6 +3,9 @@
     python benchmarks/distributed_refine.py [--shared ../shared] [--sizes 16,32,64,128,256]
         [--starts 3] [--central-seeds 5] [--replicas 8] [--kicks 0]
         [--mpi 16,32,64] [--mpi-only] [--in-program] [--plot FILE.png]
+    python benchmarks/distributed_refine.py --simulate 9,10,11,12,13,14,15,16 [--sim-plot FILE.png]
+        [--sim-instances lulesh,stencil2d] [--auto-max 4096] [--forced] [--sim-json FILE]
+    python benchmarks/distributed_refine.py --thousand      # the ~1000-rank instances
 
 Part 1 (quality): from the same start (the launch order, and --starts random
 orders), J of the distributed swap rounds (run serially: the decisions do not
@@ -29,11 +32,34 @@ shared-memory segments that every rank maps), max over ranks 1..P-1.  Runs
 with MPIR_CVAR_ENABLE_HEAVY_YIELD=1 (OVERSUBSCRIBED_ENV).
 With --in-program, part 2 runs what a program calls instead:
 ``rankmap.reorder_comm(comm, traffic=my_row, distributed=True, replicas=,
-kicks=)``, rank r on slot r holding only its own row.  The same random start
+kicks=)`` (the multilevel path), rank r on slot r holding only its own row.  The same random start
 is made the launch order by renaming the tasks (task t is played by rank
 start[t]), so "J start" is part 2's; the ranks' tie-breaks see other task
-ids, so the result is compared with the serial rounds on the renamed graph.
+ids, so the result is compared with the serial multilevel run on the
+renamed graph.
 Wall: the reorder_comm call (agreement steps, rounds, Split), max over ranks.
+
+Simulation (--simulate, log2 P per size): the distributed multilevel mapping
+(``algorithms.distributed.multilevel``) run serially at P = 2^9 ... 2^16
+tasks, whose decisions do not depend on the number of ranks (the MPI tests
+check that at 2-16 ranks), so rounds and J are those of P ranks.  Instances:
+"lulesh", a LULESH-like 27-point stencil on a near-cubic grid of P ranks
+with the byte counts of the recorded 64-rank LULESH traffic (faces, edges,
+corners: the median of each class in tests/data/traffic/lulesh64.size.csv)
+onto 24:2:k (4:20:100, k = ceil(P / 48) nodes of 2 x 24 cores, as the
+issue's held-out case); "stencil2d", a 2-D 5-point stencil onto 4:16:P/64
+(1:10:100).  Starts: the launch order (task t on PE t) and a random launch
+order (the tasks renamed, as ``--in-program`` does).  Columns: the vertices
+per level, label propagation rounds per level, swap rounds, all rounds,
+J / J start, J / J of the centralised ``auto`` (default time limit) for
+P <= --auto-max.  With --forced, P <= 4096 also runs with coarse_max =
+P / 16, so the coarsening itself is measured where the default would map
+the whole graph centrally.
+--thousand: the ~1000-task graphs (LULESH-like 10 x 10 x 10 onto 24:2:21,
+4:20:100; 3elt cut into 1000 blocks by KaHIP (``rankmap.modelgen``) onto
+24:2:21; delaunay_n10 (1024 tasks) onto 4:16:16), from the block order
+(identity), the launch order of the renamed graph and a random one: J of
+the multilevel path, of the swap rounds alone, of centralised auto.
 """
 
 from __future__ import annotations
@@ -211,8 +237,14 @@ def scaling(args) -> list[dict]:
             start = np.random.default_rng(0).permutation(p)
             if args.in_program:  # the ranks' graph, launched in order
                 g, start = renamed(g, start), np.arange(p)
-            serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks,
-                                      replicas=args.replicas)
+            if args.in_program:  # reorder_comm(distributed=True): the multilevel path
+                from rankmap.algorithms.distributed.multilevel import multilevel_map
+
+                serial, _ = multilevel_map(g, machine(p), start, seed=0, kicks=args.kicks,
+                                           replicas=args.replicas)
+            else:
+                serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks,
+                                          replicas=args.replicas)
             cmd = [str(exe), "-n", str(p), sys.executable, __file__, "--worker", str(path),
                    "--kicks", str(args.kicks), "--replicas", str(args.replicas)]
             cmd += ["--in-program"] if args.in_program else []
@@ -342,6 +374,209 @@ def plot(path: str, quality_rows, scaling_rows) -> None:
     print(f"plot written to {path}")
 
 
+# ------------------------------------------------------------- simulation
+
+
+def stencil(dims, weight):
+    """Stencil traffic on a grid of ``dims``: ``weight[k - 1]`` bytes each
+    way between cells k steps apart in Manhattan distance, along the axes
+    only (5-/7-point) when ``weight`` has one entry, else to all 3^d - 1
+    neighbours (27-point in 3-D)."""
+    from rankmap import CommGraph
+
+    dims = tuple(int(d) for d in dims)
+    idx = np.arange(int(np.prod(dims))).reshape(dims)
+    src, dst, nbytes = [], [], []
+    for off in np.ndindex(*(3,) * len(dims)):
+        o = np.array(off) - 1
+        k = int(np.abs(o).sum())
+        if k == 0 or k > len(weight):
+            continue
+        a = idx[tuple(slice(max(0, -x), d - max(0, x)) for x, d in zip(o, dims))].ravel()
+        b = idx[tuple(slice(max(0, x), d - max(0, -x)) for x, d in zip(o, dims))].ravel()
+        src.append(a)
+        dst.append(b)
+        nbytes.append(np.full(len(a), float(weight[k - 1])))
+    return CommGraph.from_edges(np.concatenate(src), np.concatenate(dst), np.concatenate(nbytes),
+                                n=idx.size)
+
+
+def lulesh_weights() -> list[float]:
+    """Median bytes per neighbour class (face, edge, corner) of the recorded
+    64-rank LULESH traffic (a 4 x 4 x 4 grid of ranks, x fastest)."""
+    from rankmap.formats import read_graph
+
+    b = read_graph(str(ROOT / "tests" / "data" / "traffic" / "lulesh64.size.csv")).bytes.tocoo()
+    a = np.stack(np.unravel_index(b.row, (4, 4, 4)))
+    c = np.stack(np.unravel_index(b.col, (4, 4, 4)))
+    k = np.abs(a - c).sum(axis=0)
+    return [float(np.median(b.data[k == i])) for i in (1, 2, 3)]
+
+
+def near_cube(p: int) -> tuple[int, int, int]:
+    """Three factors of ``p`` as equal as possible (the largest first)."""
+    best = None
+    for x in range(1, int(round(p ** (1 / 3))) + 2):
+        if p % x:
+            continue
+        for y in range(x, int(np.sqrt(p // x)) + 2):
+            if (p // x) % y or p // x // y < y:
+                continue
+            cand = (p // x // y, y, x)
+            if best is None or max(cand) - min(cand) < max(best) - min(best):
+                best = cand
+    return best
+
+
+def sim_instance(kind: str, p: int):
+    from rankmap import topology_from_strings
+
+    if kind == "lulesh":
+        return stencil(near_cube(p), lulesh_weights()), \
+            topology_from_strings(f"24:2:{-(-p // 48)}", "4:20:100")
+    rows = 1 << (int(np.log2(p)) // 2)
+    return stencil((rows, p // rows), [100.0]), machine(p)
+
+
+def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dict:
+    from rankmap import mapping_cost
+    from rankmap.algorithms.distributed.multilevel import multilevel_map
+
+    if start_name == "random":
+        graph = renamed(graph, np.random.default_rng(0).permutation(graph.n))
+    start = np.arange(graph.n)
+    t = time.perf_counter()
+    pe, res = multilevel_map(graph, topo, start, coarse_max=coarse_max, replicas=replicas)
+    wall = time.perf_counter() - t
+    return dict(graph=graph, pe=pe, J_start=mapping_cost(graph, topo, start), J=mapping_cost(graph, topo, pe),
+                rounds=res.rounds, lp=res.coarsening_rounds, swap_rounds=res.refine.rounds,
+                levels=res.level_sizes, J_projected=res.J_projected, wall=wall)
+
+
+def simulate(args) -> list[dict]:
+    from rankmap import map_tasks, mapping_cost
+
+    print(f"simulation: the multilevel mapping run serially (decisions independent of P); "
+          f"replicas={args.sim_replicas}; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'instance':10s}{'P':>7s}{'start':>8s}{'coarse_max':>11s}  {'levels':28s}{'LP':>10s}"
+          f"{'swap':>5s}{'all':>5s}{'J/Jstart':>9s}{'J/auto':>8s}{'t s':>7s}{'t auto':>7s}")
+    out = []
+    for kind in args.sim_instances:
+        for lg in args.simulate:
+            p = 1 << lg
+            graph, topo = sim_instance(kind, p)
+            for start_name in ("launch", "random"):
+                autos = {}
+                maxes = [4096] + ([p // 16] if args.forced and p <= 4096 else [])
+                for cmax in maxes:
+                    r = sim_run(graph, topo, start_name, cmax, args.sim_replicas)
+                    j_auto = t_auto = float("nan")
+                    if p <= args.auto_max:
+                        if start_name not in autos:
+                            t = time.perf_counter()
+                            m = map_tasks(r["graph"], topo, method="auto", seed=0)
+                            autos[start_name] = (mapping_cost(r["graph"], topo, m.pe_of_task),
+                                                 time.perf_counter() - t)
+                        j_auto, t_auto = autos[start_name]
+                    row = dict(instance=kind, P=p, start=start_name, coarse_max=cmax,
+                               levels=r["levels"], lp_rounds=r["lp"], swap_rounds=r["swap_rounds"],
+                               rounds=r["rounds"], J_start=r["J_start"], J=r["J"],
+                               J_projected=r["J_projected"], J_auto=j_auto, wall_s=r["wall"],
+                               auto_s=t_auto, load=os.getloadavg()[0])
+                    out.append(row)
+                    print(f"{kind:10s}{p:7d}{start_name:>8s}{cmax:11d}  "
+                          f"{'>'.join(map(str, r['levels'])):28s}{'+'.join(map(str, r['lp'])) or '-':>10s}"
+                          f"{r['swap_rounds']:5d}{r['rounds']:5d}{r['J'] / r['J_start']:9.4f}"
+                          f"{r['J'] / j_auto:8.4f}{r['wall']:7.1f}{t_auto:7.1f}", flush=True)
+                    if args.sim_json:
+                        Path(args.sim_json).write_text(json.dumps(out, indent=1))
+    for label, forced in (("default (coarse_max 4096)", False), ("forced coarsening (P/16)", True)):
+        ratios = np.array([r["J"] / r["J_auto"] for r in out if np.isfinite(r["J_auto"])
+                           and (r["coarse_max"] != 4096) == forced])
+        if len(ratios):
+            print(f"J / auto, {label}: geometric mean {np.exp(np.mean(np.log(ratios))):.4f}, worst "
+                  f"{ratios.max():.4f} over {len(ratios)} runs (target: geometric mean <= 1.02)")
+    print(f"most rounds at any P: {max(r['rounds'] for r in out)} (target: <= 30); "
+          f"load average {os.getloadavg()[0]:.2f}")
+    return out
+
+
+def sim_plot(path: str, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, kind in enumerate(sorted({r["instance"] for r in rows})):
+        for start, ls in (("launch", "-"), ("random", "--")):
+            rs = [r for r in rows if r["instance"] == kind and r["start"] == start and r["coarse_max"] == 4096]
+            if not rs:
+                continue
+            ps = [r["P"] for r in rs]
+            a.plot(ps, [r["rounds"] for r in rs], ls, marker="o", color=f"C{i}", label=f"{kind}, {start}")
+            b.plot(ps, [r["J"] / r["J_start"] for r in rs], ls, marker="o", color=f"C{i}",
+                   label=f"{kind}, {start}: J / J start")
+            ra = [r for r in rs if np.isfinite(r["J_auto"])]
+            if ra:
+                b.plot([r["P"] for r in ra], [r["J"] / r["J_auto"] for r in ra], ls, marker="s",
+                       color=f"C{i + 2}", label=f"{kind}, {start}: J / J auto")
+    a.axhline(30, color="r", lw=1, ls=":", label="target 30")
+    for ax in (a, b):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("P (tasks = ranks), serial simulation")
+    a.set_ylabel("rounds, all levels")
+    b.set_ylabel("J ratio")
+    a.legend(fontsize=7)
+    b.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
+
+
+def thousand(args) -> list[dict]:
+    """The ~1000-task graphs: multilevel, swap rounds alone and centralised
+    auto from the block order and two launch orders."""
+    from rankmap import map_tasks, mapping_cost, topology_from_strings
+    from rankmap.algorithms.distributed.swap_rounds import refine_rounds
+    from rankmap.formats import read_graph
+    from rankmap.modelgen import model_graph
+
+    big = topology_from_strings("24:2:21", "4:20:100")
+    cases = [("lulesh-like 10^3", stencil((10, 10, 10), lulesh_weights()), big),
+             ("3elt/q1000", model_graph(read_graph(str(ROOT / "tests" / "data" / "graphs" / "3elt.graph")),
+                                        1000), big),
+             ("delaunay_n10", read_graph(str(ROOT / "tests" / "data" / "graphs" / "delaunay_n10.graph")),
+              machine(1024))]
+    print(f"\n~1000-task graphs; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'instance':18s}{'start':>8s}{'J start':>12s}{'multilevel':>11s}{'rounds':>7s}{'rounds-only':>12s}"
+          f"{'rounds':>7s}{'auto':>9s}{'ml/auto':>8s}{'t ml':>7s}{'t auto':>7s}")
+    out = []
+    for name, graph, topo in cases:
+        for start_name in ("block", "launch", "random"):
+            g = graph
+            if start_name == "launch":  # a round-robin launch over the nodes renames the tasks
+                nodes = len(topo.hosts())
+                g = renamed(graph, np.argsort(np.arange(graph.n) % nodes, kind="stable"))
+            elif start_name == "random":
+                g = renamed(graph, np.random.default_rng(0).permutation(graph.n))
+            r = sim_run(g, topo, "launch", 4096, args.replicas)
+            pe_rounds, rres = refine_rounds(g, topo, np.arange(g.n), seed=0, replicas=args.replicas)
+            t = time.perf_counter()
+            j_auto = mapping_cost(g, topo, map_tasks(g, topo, method="auto", seed=0).pe_of_task)
+            t_auto = time.perf_counter() - t
+            j_rounds = mapping_cost(g, topo, pe_rounds)
+            out.append(dict(instance=name, start=start_name, J_start=r["J_start"], J=r["J"],
+                            rounds=r["rounds"], J_rounds=j_rounds, rounds_only=rres.rounds,
+                            J_auto=j_auto, wall_s=r["wall"], auto_s=t_auto))
+            print(f"{name:18s}{start_name:>8s}{r['J_start']:12.4g}{r['J'] / r['J_start']:11.4f}{r['rounds']:7d}"
+                  f"{j_rounds / r['J_start']:12.4f}{rres.rounds:7d}{j_auto / r['J_start']:9.4f}"
+                  f"{r['J'] / j_auto:8.4f}{r['wall']:7.1f}{t_auto:7.1f}", flush=True)
+    print("(J columns: / J start; ml/auto: multilevel / centralised auto, target <= 1.05 from the block "
+          f"order); load average {os.getloadavg()[0]:.2f}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", default=None, help="the shared data folder (default: found)")
@@ -359,10 +594,31 @@ def main() -> None:
                     help="part 2 through reorder_comm(distributed=True), as a program calls it")
     ap.add_argument("--plot", metavar="FILE")
     ap.add_argument("--mpi-only", action="store_true", help="skip part 1")
+    ap.add_argument("--simulate", default="", metavar="LOG2S",
+                    help="serial simulation of the multilevel path at P = 2^k for these k")
+    ap.add_argument("--sim-instances", default="lulesh,stencil2d")
+    ap.add_argument("--sim-replicas", type=int, default=1,
+                    help="copies in the multilevel path's swap rounds in the simulation")
+    ap.add_argument("--auto-max", type=int, default=4096, help="centralised auto up to this P")
+    ap.add_argument("--forced", action="store_true",
+                    help="also coarse_max = P / 16 at P <= 4096 (the coarsening measured)")
+    ap.add_argument("--sim-json", metavar="FILE", help="write the simulation rows as JSON")
+    ap.add_argument("--sim-plot", metavar="FILE", help="plot rounds and J against P")
+    ap.add_argument("--thousand", action="store_true", help="the ~1000-task graphs only")
     ap.add_argument("--worker", metavar="GRAPH", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         (in_program_worker if args.in_program else worker)(args.worker, args.kicks, args.replicas)
+        return
+    if args.thousand:
+        thousand(args)
+        return
+    if args.simulate:
+        args.simulate = [int(x) for x in args.simulate.split(",") if x]
+        args.sim_instances = [x for x in args.sim_instances.split(",") if x]
+        rows = simulate(args)
+        if args.sim_plot:
+            sim_plot(args.sim_plot, rows)
         return
     args.shared = args.shared or shared_folder()
     args.sizes = [int(x) for x in args.sizes.split(",") if x]

@@ -15,6 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 import rankmap
+from rankmap.algorithms.distributed.multilevel import multilevel_map
 from rankmap.algorithms.distributed.swap_rounds import SwapRounds, refine_rounds
 from rankmap.reorder import RankmapWarning
 from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT
@@ -109,9 +110,26 @@ def check_reorder(path: str, topo, graph) -> None:
     assert int(new.new_to_old([new.Get_rank()])[0]) == RANK
     if path == "distributed":
         # no rank held the graph, yet the result is the serial protocol's
-        serial, res = refine_rounds(graph, topo, np.arange(SIZE), seed=3)
+        serial, res = multilevel_map(graph, topo, np.arange(SIZE), seed=3)
         assert np.array_equal(serial, pe), (serial, pe)
-        assert info.rounds == res.rounds and info.swaps == res.swaps
+        assert info.rounds == res.rounds and info.swaps == res.refine.swaps
+        assert info.method.startswith("distributed multilevel"), info.method
+        # the swap rounds alone (multilevel=False): the serial rounds' result
+        alone = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo,
+                                     distributed=True, multilevel=False, seed=3)
+        serial, res = refine_rounds(graph, topo, np.arange(SIZE), seed=3)
+        assert np.array_equal(serial, pe_of_task_from(alone)), serial
+        assert alone.reorder.rounds == res.rounds and alone.reorder.swaps == res.swaps
+        alone.Free()
+        # coarsened in the program (most ranks hold no cluster above the tasks)
+        opts = {"coarse_max": 3, "coarse_time_limit": 0.05}
+        coarse = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo,
+                                      distributed=True, seed=3, options=opts)
+        serial, res = multilevel_map(graph, topo, np.arange(SIZE), seed=3, **opts)
+        assert np.array_equal(serial, pe_of_task_from(coarse)), serial
+        assert coarse.reorder.rounds == res.rounds and not coarse.reorder.fallback
+        assert SIZE < 8 or len(res.level_sizes) > 1, res.level_sizes
+        coarse.Free()
     new.Free()
     ok(f"{path}")
 

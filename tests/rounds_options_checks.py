@@ -55,10 +55,12 @@ def reorder(**kwargs):
 
 def check_distributed(graph, topo) -> None:
     """Every setting reaches every rank: the result, rounds and swaps are the
-    serial protocol's with the same settings (which differ between them)."""
+    serial protocol's with the same settings (which differ between them).
+    The swap rounds alone (``multilevel=False``), whose statistics tell the
+    settings apart."""
     infos = {}
     for replicas, kicks in ((1, 0), (8, 0), (1, 2)):
-        pe, info = reorder(distributed=True, replicas=replicas, kicks=kicks)
+        pe, info = reorder(distributed=True, multilevel=False, replicas=replicas, kicks=kicks)
         serial, res = refine_rounds(graph, topo, np.arange(SIZE), seed=SEED, replicas=replicas,
                                     kicks=kicks)
         assert np.array_equal(pe, serial), (replicas, kicks, pe, serial)
@@ -79,7 +81,8 @@ def check_distributed(graph, topo) -> None:
     ok("distributed settings")
 
     # the settings of rank 0 are used on every rank
-    pe, info = reorder(distributed=True, replicas=1 if RANK == 0 else 5, kicks=2 if RANK == 0 else 0)
+    pe, info = reorder(distributed=True, multilevel=False, replicas=1 if RANK == 0 else 5,
+                       kicks=2 if RANK == 0 else 0)
     assert (info.rounds, info.swaps) == (infos[1, 2].rounds, infos[1, 2].swaps)
     ok("root settings")
 
@@ -125,7 +128,7 @@ def check_bad_values(graph, topo) -> None:
     ok("bad map_distributed values")
 
     # the ranks are still in step: a good call after the errors works
-    pe, info = reorder(distributed=True, replicas=2, kicks=1)
+    pe, info = reorder(distributed=True, multilevel=False, replicas=2, kicks=1)
     assert np.array_equal(pe, refine_rounds(graph, topo, np.arange(SIZE), seed=SEED, replicas=2,
                                             kicks=1)[0])
     ok("in step after errors")

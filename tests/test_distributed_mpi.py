@@ -9,14 +9,18 @@ import pytest
 
 from mpi_util import ROOT, run_mpi
 
-SCRIPT = str(Path(__file__).parent / "mpi_scripts" / "distributed_offline.py")
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
+#: the swap rounds alone, and the multilevel path (several coarse levels)
+RUNS = {"rounds": ("distributed_offline.py", ("same-as-serial", "exact-J", "lean-ranks"), [2, 4, 8, 16]),
+        "multilevel": ("multilevel_offline.py", ("same-as-serial", "levels", "exact-J"), [2, 3, 8, 16])}
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("n", [2, 4, 8, 16])
-def test_refine_distributed_equals_the_serial_rounds(n):
-    out = run_mpi(n, [SCRIPT], timeout=120).stdout
-    for name in ("same-as-serial", "exact-J", "lean-ranks"):
+@pytest.mark.parametrize("kind, n", [(k, n) for k, (_, _, ns) in RUNS.items() for n in ns])
+def test_distributed_equals_the_serial_run_on_every_rank(kind, n):
+    script, checks, _ = RUNS[kind]
+    out = run_mpi(n, [str(SCRIPTS / script)], timeout=600).stdout
+    for name in checks:
         assert f"CHECK {name} ok" in out, out
 
 
@@ -47,6 +51,15 @@ def test_map_cli_distributed(tmp_path):
     assert report["J"] < report["J_before"]
     assert report["J"] == pytest.approx(rankmap.mapping_cost(g, rankmap.topology_from_strings("4:4", "1:10"),
                                                              report["pe_of_task"]))
+    assert report["distributed"]["level_sizes"][0] == 16
+
+
+@pytest.mark.mpi
+def test_map_cli_distributed_rounds_only(tmp_path):
+    g, path = _scrambled_grid(tmp_path)
+    proc = run_mpi(4, ["-m", "rankmap", "map", str(path), "--hierarchy", "4:4", "--distances", "1:10",
+                       "--method", "identity", "--distributed", "--rounds-only"], timeout=120, cwd=ROOT)
+    assert "distributed swap rounds on 4 ranks" in proc.stdout, proc.stdout
 
 
 LEAN_CLI = """

@@ -44,7 +44,7 @@ def test_map_cli_distributed_replicas_and_kicks(tmp_path):
     g, path = _scrambled_grid(tmp_path)
     topo = rankmap.topology_from_strings("4:4", "1:10")
     proc = run_mpi(4, ["-m", "rankmap", "map", str(path), *MACHINE, "--method", "identity",
-                       "--distributed", "--replicas", "1", "--kicks", "2", "--json"],
+                       "--distributed", "--rounds-only", "--replicas", "1", "--kicks", "2", "--json"],
                    timeout=60, cwd=ROOT, env=HEAVY_YIELD)
     report = json.loads(proc.stdout)
     info = report["distributed"]

@@ -13,11 +13,12 @@ import inspect
 import math
 
 #: keys ``map_tasks`` and the search budget take besides the methods' own
-GENERAL = ("refine", "refine_depth", "time_limit", "work_limit")
+#: (``coarse_max``, ``coarse_time_limit``: reorder_comm's distributed multilevel path)
+GENERAL = ("refine", "refine_depth", "time_limit", "work_limit", "coarse_max", "coarse_time_limit")
 #: options that count something: whole numbers >= 1
-COUNTS = ("workers", "threads", "tries", "rounds", "replicas", "max_tasks", "cycles")
+COUNTS = ("workers", "threads", "tries", "rounds", "replicas", "max_tasks", "cycles", "coarse_max")
 #: budgets: finite and > 0
-BUDGETS = ("time_limit", "work_limit")
+BUDGETS = ("time_limit", "work_limit", "coarse_time_limit")
 
 
 def option_names() -> set[str]:

@@ -78,8 +78,13 @@ def add_arguments(p) -> None:
                         "into the directory -o names)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--distributed", action="store_true",
-                   help="run under mpiexec -n P: --method on rank 0 is the start, then swap "
-                        "refinement spread over the P ranks (rank 0 reports)")
+                   help="run under mpiexec -n P: the distributed multilevel mapping spread over "
+                        "the P ranks (label propagation coarsening, the coarse graph mapped by auto "
+                        "on rank 0, swap rounds), kept only where it beats the --method start "
+                        "computed on rank 0 (rank 0 reports)")
+    p.add_argument("--rounds-only", action="store_true",
+                   help="with --distributed only: no coarsening, only the distributed swap rounds "
+                        "from the --method start")
     p.add_argument("--replicas", type=values.count(1), default=None, metavar="N",
                    help="with --distributed only: independent copies of the problem every round "
                         "carries (default 8); each breaks ties its own way and the best copy wins. "
@@ -171,12 +176,13 @@ def _load(args):
 def run(args) -> int:
     if args.distributed:
         return _run_distributed(args)
-    given = [name for name, value in (("--replicas", args.replicas), ("--kicks", args.kicks))
+    given = [name for name, value in (("--replicas", args.replicas), ("--kicks", args.kicks),
+                                      ("--rounds-only", args.rounds_only or None))
              if value is not None]
     if given:
         verb = "applies" if len(given) == 1 else "apply"
         raise UserError(f"{' and '.join(given)} only {verb} with --distributed (the distributed "
-                        "swap rounds)")
+                        "mapping)")
     deadline = Deadline(args.time_limit)  # reading the input counts too
     graph, topology, recorded, options = _load(args)
     if args.method in PARALLEL_METHODS:  # the same mapping for any number (--option workers=N)
@@ -204,7 +210,8 @@ def _run_distributed(args) -> int:
     rounds = {name: value for name, value in (("replicas", args.replicas), ("kicks", args.kicks))
               if value is not None}  # else map_distributed's defaults
     mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                              comm=comm, **rounds, **options)
+                              comm=comm, multilevel=not args.rounds_only, **rounds,
+                              **options)
     try:  # rank 0 reports; a failure there (an unwritable -o) is every rank's exit status
         return root_step(comm, "writing the result", _report, args, graph, topology, recorded,
                          mapping)
@@ -260,8 +267,15 @@ def _report(args, graph, topology, recorded, mapping) -> int:
               "(rerun with a larger --time-limit, or --work-limit, for a repeatable result)")
     if args.distributed:
         i = mapping.info
-        print(f"distributed swap rounds on {i['ranks']} ranks: {i['rounds']} rounds, {i['swaps']} "
-              f"swaps (replicas={i['replicas']}, kicks={i['kicks']})")
+        if "level_sizes" in i:
+            print(f"distributed multilevel on {i['ranks']} ranks: levels of "
+                  f"{' -> '.join(map(str, i['level_sizes']))} vertices, {i['rounds']} rounds "
+                  f"({sum(i['coarsening_rounds'])} coarsening, {i['refine_rounds']} swap), "
+                  f"{i['swaps']} swaps (replicas={i['replicas']}, kicks={i['kicks']})"
+                  + ("; the start was better and is kept" if i["kept_start"] else ""))
+        else:
+            print(f"distributed swap rounds on {i['ranks']} ranks: {i['rounds']} rounds, {i['swaps']} "
+                  f"swaps (replicas={i['replicas']}, kicks={i['kicks']})")
     if written:
         print_relaunch(written, graph.n, recorded_program(args.input))
     else:

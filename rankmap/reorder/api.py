@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
+from ..algorithms.distributed.multilevel import Multilevel, level_caps
 from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds,
                                                   rounds_options)
 from ..algorithms.options import check_options
@@ -49,6 +50,9 @@ CENTRALISED_MAX = 4096
 #: ~24 (benchmarks in the report): auto took 14 s / 66 s / 10 s at P = 64 /
 #: 256 / 1024 with 10 s, 2.8 s / 0.6 s / 2.7 s with 0.2 s, J within 1%.
 IN_PROGRAM_TIME_LIMIT = 0.5
+
+#: ``options`` that the distributed multilevel path takes (rank 0's values)
+MULTILEVEL_OPTIONS = ("coarse_max", "coarse_time_limit")
 
 #: methods whose result is already swap-refined: ``refine="auto"`` skips them
 ALREADY_REFINED = ("auto", "swap")
@@ -132,7 +136,7 @@ def _wrap(cls, new, base_comm, info: ReorderInfo):
 def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto",
                  refine: str = "auto", distributed: bool | None = None, seed: int = 0,
                  network=None, max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4,
-                 replicas: int = REPLICAS, kicks: int = 0,
+                 replicas: int = REPLICAS, kicks: int = 0, multilevel: bool = True,
                  options: dict | None = None) -> ReorderedComm:
     """Collective over ``comm`` (default ``COMM_WORLD``): a new communicator
     in which rank t sits on the slot chosen for task t.
@@ -150,8 +154,16 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     (the centralised Schulz-Traff swap refinement, N_C^10), "rounds" (the
     distributed swap rounds), "none".
     ``distributed``: None picks the distributed path above
-    ``CENTRALISED_MAX`` ranks; it starts from the current placement and no
-    rank holds more than its own row and its neighbours' slot labels.
+    ``CENTRALISED_MAX`` ranks: the distributed multilevel mapping
+    (``algorithms.distributed.multilevel``: label propagation coarsening
+    across the ranks, the coarse graph of at most 4096 vertices mapped by
+    auto on rank 0, projection, swap rounds), kept only where it beats the
+    current placement; ``multilevel=False``: the swap rounds alone, from the
+    current placement; ``options`` may set its ``coarse_max`` (default 4096)
+    and ``coarse_time_limit`` (auto's budget on rank 0, default 10).  No
+    rank holds more than its own row, its
+    neighbours' slot labels and its share of the coarse levels (rank 0 also
+    the coarsest graph).
 
     The swap rounds (the distributed path, and ``refine="rounds"``):
     ``max_rounds`` per descent; ``replicas`` (default 8): independent copies
@@ -182,7 +194,8 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     agreed_arguments(comm, check_options, options or {})
     settings = comm.bcast(dict(method=method, refine=refine, distributed=distributed, seed=seed,
                                max_rounds=max_rounds, min_improvement=min_improvement,
-                               replicas=replicas, kicks=kicks, options=options or {}), root=0)
+                               replicas=replicas, kicks=kicks, multilevel=multilevel,
+                               options=options or {}), root=0)
     source = "given" if topology is not None else "discovered"
     # rank 0's clock decides: only rank 0 maps, and the rounds carry its verdict
     deadline = Deadline(settings["options"].get("time_limit", IN_PROGRAM_TIME_LIMIT), start=begun)
@@ -270,7 +283,7 @@ def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
                                  np.concatenate([b for _, b in rows]), n=size)
     current = np.asarray(pe_of_rank, dtype=np.int64)
     j_before = mapping_cost(graph, topology, current)
-    options = dict(settings["options"])
+    options = {k: v for k, v in settings["options"].items() if k not in MULTILEVEL_OPTIONS}
     if settings["method"] == "auto":
         options.setdefault("time_limit", IN_PROGRAM_TIME_LIMIT)
     if deadline is None:
@@ -321,9 +334,14 @@ def _distributed(comm, row, place, settings, deadline):
     dst, nbytes = row
     rows = agreed_symmetric_rows(comm, np.array([rank]),
                 np.array([0, len(dst)]), dst, nbytes, ex)
-    rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"], replicas=settings["replicas"])
-    res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
-               min_improvement=settings["min_improvement"], kicks=settings["kicks"], deadline=deadline)
+    if settings.get("multilevel", True):
+        res, method = _multilevel(comm, rows, place, ex, settings, deadline)
+    else:
+        rounds = SwapRounds(rows, place.label, ex, seed=settings["seed"], replicas=settings["replicas"])
+        res = step(comm, "distributed refinement", rounds.run, max_rounds=settings["max_rounds"],
+                   min_improvement=settings["min_improvement"], kicks=settings["kicks"],
+                   deadline=deadline)
+        method = "distributed swap rounds"
     # task `rank` now runs on slot res.labels.pe[0]: tell the rank on that slot
     owner = place.rank_of_pe[res.labels.pe[:1]]
     got = ex.exchange(owner, np.array([[rank]], dtype=np.float64))
@@ -336,10 +354,24 @@ def _distributed(comm, row, place, settings, deadline):
 
     key = step(comm, "checking the permutation", one_key)
     return key, {"path": "distributed",
-                 "method": f"distributed swap rounds (replicas={settings['replicas']}, "
-                           f"kicks={settings['kicks']})",
+                 "method": f"{method} (replicas={settings['replicas']}, kicks={settings['kicks']})",
                  "J_before": res.J_before, "J_after": res.J_after, "rounds": res.rounds,
-                 "swaps": res.swaps, "deadline_hit": res.deadline_hit}
+                 "swaps": res.swaps if hasattr(res, "swaps") else res.refine.swaps,
+                 "deadline_hit": res.deadline_hit}
+
+
+def _multilevel(comm, rows, place, ex, settings, deadline):
+    """The distributed multilevel mapping; rank 0 (which holds the slot
+    topology) maps the coarse graph."""
+    root = comm.Get_rank() == 0
+    caps = comm.bcast(root_step(comm, "reading the machine levels", level_caps, place.topology),
+                      root=0)
+    tuning = {k: v for k, v in settings["options"].items() if k in MULTILEVEL_OPTIONS}
+    ml = Multilevel(rows, place.label, ex, caps, place.topology if root else None,
+                    seed=settings["seed"], replicas=settings["replicas"], kicks=settings["kicks"],
+                    min_improvement=settings["min_improvement"], deadline=deadline, **tuning)
+    res = step(comm, "distributed multilevel mapping", ml.run)
+    return res, "distributed multilevel" + (" (current order kept)" if res.kept_start else "")
 
 
 # ------------------------------------------------------------- variants

@@ -1,4 +1,5 @@
-"""The MPI transport of the distributed swap rounds (``algorithms.distributed.swap_rounds``).
+"""The MPI transport of the distributed algorithms (``algorithms.distributed``:
+the swap rounds, the multilevel coarsening and its central coarse mapping).
 
 Records (rows of float64) go to the owners of the tasks they concern with one
 ``Alltoall`` of counts and one ``Alltoallv``: every rank calls the same
@@ -53,6 +54,27 @@ class MPIExchange:
         out = np.empty_like(send)
         self.comm.Allreduce(send, out, op=MPI.SUM)
         return out
+
+    def central(self, records, fn, root: int = 0):
+        """Collective: gather every rank's ``records`` on ``root``, run
+        ``fn`` on them there; it returns (a result for all, one result per
+        rank): the first is broadcast, the second scattered.  A failure of
+        ``fn`` raises the same error on every rank."""
+        records = np.zeros((0, 1)) if records is None else np.asarray(records, dtype=np.float64)
+        parts = self.comm.gather(records, root=root)
+        out, error = None, None
+        if self.rank == root:
+            try:
+                width = max(p.shape[1] for p in parts)
+                out = fn(np.vstack([p for p in parts if p.shape[1] == width]))
+            except Exception as exc:  # noqa: BLE001 - every rank must learn of it
+                error = f"rank {root}: {type(exc).__name__}: {exc}"
+        error = self.comm.bcast(error, root=root)
+        if error is not None:
+            raise RuntimeError(error)
+        shared = self.comm.bcast(out[0] if out is not None else None, root=root)
+        mine = self.comm.scatter(out[1] if out is not None else None, root=root)
+        return shared, mine
 
     def first_error(self, message: str | None) -> str | None:
         """Collective: the message of the lowest rank that has one."""

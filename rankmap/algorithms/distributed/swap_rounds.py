@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...deadline import Deadline
+from .protocol import OwnerProtocol
 
 if TYPE_CHECKING:  # an MPI rank of the rounds needs neither (nor scipy, which CommGraph loads)
     from ...graph import CommGraph
@@ -145,6 +146,12 @@ class LocalExchange:
     def first_error(self, message: str | None) -> str | None:
         return message
 
+    def central(self, records, fn):
+        """Run ``fn`` on everything the owners send (here: one owner); it
+        returns (a result for all, one result per owner)."""
+        shared, per_owner = fn(records)
+        return shared, per_owner[0]
+
 
 def block_owner(tasks, n_tasks: int, n_owners: int) -> np.ndarray:
     """Owner of each task under the block distribution used everywhere:
@@ -220,8 +227,14 @@ def symmetric_rows(tasks, out_indptr, out_cols, out_bytes, exchange) -> Rows:
     # entries (row task, column task, bytes): own out-traffic, then what others sent us
     r = np.concatenate([src, recv[:, 0].astype(np.int64)])
     c = np.concatenate([dst, recv[:, 1].astype(np.int64)])
-    v = np.concatenate([w, recv[:, 2]])
-    order = np.lexsort((c, r))
+    return rows_from_entries(tasks, r, c, np.concatenate([w, recv[:, 2]]), n)
+
+
+def rows_from_entries(tasks, r, c, v, n: int) -> Rows:
+    """``Rows`` of the tasks ``tasks`` (ascending) from entries (row task,
+    column task, bytes): repeats summed in a fixed order (sorted by row,
+    column and value), so the sums do not depend on the order received."""
+    order = np.lexsort((v, c, r))
     r, c, v = r[order], c[order], v[order]
     first = np.ones(len(r), dtype=bool)
     first[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
@@ -230,7 +243,8 @@ def symmetric_rows(tasks, out_indptr, out_cols, out_bytes, exchange) -> Rows:
     r, c = r[first], c[first]
     row = np.searchsorted(tasks, r)
     indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=len(tasks)))])
-    return Rows(tasks, indptr.astype(np.int64), c, weights, n)
+    return Rows(np.asarray(tasks, dtype=np.int64), indptr.astype(np.int64), c.astype(np.int64),
+                weights, n)
 
 
 def rows_of_graph(graph: CommGraph, tasks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -326,7 +340,7 @@ def replicate(rows: Rows, labels: Labels, replicas: int) -> tuple[Rows, Labels]:
     return out, Labels(np.tile(labels.pe, replicas), anc, np.tile(labels.dist, (replicas, 1)))
 
 
-class SwapRounds:
+class SwapRounds(OwnerProtocol):
     """One owner's part of the protocol (see the module docstring)."""
 
     def __init__(self, rows: Rows, labels: Labels, exchange, *, seed: int = 0, fanout: int = 8,
@@ -335,39 +349,19 @@ class SwapRounds:
         self.n_base, self.replicas = rows.n_tasks, max(int(replicas), 1)
         if self.replicas > 1:
             rows, labels = replicate(rows, labels, self.replicas)
+        super().__init__(exchange)
         self.replica_of_row = rows.tasks // self.n_base
-        self.rows, self.labels, self.ex = rows, labels, exchange
+        self.rows, self.labels = rows, labels
         self.seed, self.fanout, self.proposals, self.chunk = seed, fanout, proposals, chunk
         self.group_cap, self.group_levels, self.check_cap = group_cap, group_levels, check_cap
         self.wide = False  # this round is a check round (see the module docstring)
         self.turn = 0  # rounds done
         self.levels = labels.anc.shape[1]
-        self.error: BaseException | None = None
         self.deadline, self.stopped = Deadline(), False  # set by run()
 
     def _owner(self, tasks) -> np.ndarray:
         """Owner of (replicated) task ids: a task's copies stay with it."""
         return self.ex.owner(np.asarray(tasks, dtype=np.int64) % self.n_base)
-
-    # the transport: a failure on this owner sends nothing from here on and is
-    # reported at the end of the round, so every owner runs every collective
-    def _send(self, build):
-        if self.error is None:
-            try:
-                dest, records = build()
-                return self.ex.exchange(dest, records)
-            except Exception as exc:  # noqa: BLE001 - reported to every owner at round end
-                self.error = exc
-        # what a failed owner receives is never used: its later steps are skipped
-        return self.ex.exchange(np.zeros(0, dtype=np.int64), np.zeros((0, 1)))
-
-    def _local(self, fn):
-        if self.error is None:
-            try:
-                return fn()
-            except Exception as exc:  # noqa: BLE001
-                self.error = exc
-        return None
 
     # ------------------------------------------------------------ gain math
     def contributions(self, nb: Labels) -> np.ndarray:
@@ -403,24 +397,8 @@ class SwapRounds:
 
     # ---------------------------------------------------------------- phases
     def _neighbour_labels(self) -> Labels:
-        rows, lab = self.rows, self.labels
-        r = rows.row_of_entry
-
-        def build():
-            rec = np.column_stack([rows.cols, rows.tasks[r], lab.pack(r)])
-            return self._owner(rows.cols), rec
-
-        recv = self._send(build)
-
-        def order():
-            o = np.lexsort((recv[:, 1], recv[:, 0]))
-            got = recv[o]
-            if len(got) != len(rows.cols) or np.any(got[:, 0] != rows.tasks[r]) or \
-                    np.any(got[:, 1] != rows.cols):
-                raise RuntimeError("neighbour labels do not match the traffic rows")
-            return Labels.unpack(got[:, 2:], self.levels)
-
-        return self._local(order)
+        got = self.neighbour_values(self.rows, self.labels.pack())
+        return self._local(lambda: Labels.unpack(got, self.levels))
 
     def _two_hop(self, nb: Labels) -> tuple[np.ndarray, np.ndarray]:
         """Destinations and records (u, x, label of x) for the fanout
@@ -710,13 +688,6 @@ class SwapRounds:
                 break
             check = small
         return j
-
-    def _raise_if(self, failed) -> None:
-        """Collective: when any owner failed, raise the first owner's error on all."""
-        if failed:
-            mine = None if self.error is None else \
-                f"owner {self.ex.rank}: {type(self.error).__name__}: {self.error}"
-            raise RuntimeError(self.ex.first_error(mine))
 
 
 def refine_rounds(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int = 0,
