@@ -116,7 +116,8 @@ def check_reorder(path: str, topo, graph) -> None:
         assert info.method.startswith("distributed multilevel"), info.method
         # the swap rounds alone (multilevel=False): the serial rounds' result
         alone = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo,
-                                     distributed=True, multilevel=False, seed=3)
+                                     distributed=True, multilevel=False, seed=3,
+                                     options={"time_limit": 600})  # no deadline cuts the rounds
         serial, res = refine_rounds(graph, topo, np.arange(SIZE), seed=3)
         assert np.array_equal(serial, pe_of_task_from(alone)), serial
         assert alone.reorder.rounds == res.rounds and alone.reorder.swaps == res.swaps
@@ -124,7 +125,7 @@ def check_reorder(path: str, topo, graph) -> None:
         # coarsened in the program (most ranks hold no cluster above the tasks)
         opts = {"coarse_max": 3, "coarse_time_limit": 0.05}
         coarse = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo,
-                                      distributed=True, seed=3, options=opts)
+                                      distributed=True, seed=3, options={**opts, "time_limit": 600})
         serial, res = multilevel_map(graph, topo, np.arange(SIZE), seed=3, **opts)
         assert np.array_equal(serial, pe_of_task_from(coarse)), serial
         assert coarse.reorder.rounds == res.rounds and not coarse.reorder.fallback

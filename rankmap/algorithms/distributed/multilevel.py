@@ -117,7 +117,9 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
     """On one owner: map the gathered coarse graph (records: kind 0 = vertex
     (id, weight), kind 1 = edge (id, id, bytes)) onto the groups at
     ``depth`` (None: the graph is the tasks', mapped one-to-one onto PEs).  Returns ((coarse vertex ids, their groups, the ``Groups``),
-    for every owner the packed labels of its block of PEs)."""
+    for every owner the packed labels of its block of PEs).  ``time_limit``
+    is auto's counted budget (``work_limit``), never the clock: the same
+    coarse mapping whatever the machine or the number of owners."""
     from ...algorithms import map_tasks
     from ...graph import CommGraph
 
@@ -134,7 +136,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
     group_of = np.zeros(len(ids), dtype=np.int64)
     if depth is None:  # the tasks themselves: one task per PE
         group_of = map_tasks(graph, machine, method="auto", seed=seed,
-                             time_limit=time_limit).pe_of_task
+                             work_limit=time_limit).pe_of_task
     elif machine.n_pes > 1:
         # many clusters per group, balanced by task count: a group of s PEs
         # may take up to s (1 + slack) tasks (the moves after the projection
@@ -145,7 +147,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
             eps = max(float(np.max(stop - start)) * (1 + slack) / base - 1.0, 0.0)
             try:
                 group_of = map_tasks(graph, machine, method="auto", seed=seed, eps=eps,
-                                     time_limit=time_limit).pe_of_task
+                                     work_limit=time_limit).pe_of_task
                 break
             except ValueError:
                 if slack == SLACKS[-1]:
