@@ -11,11 +11,16 @@ mapping it holds.  ``hit`` then records that the result depends on the clock.
 One object is passed down the call (never a global), so nested stages share
 one end time; it pickles, so worker processes check the same end (the
 monotonic clock is system-wide).
+
+A command's deadline counts from the start of its process
+(``process_start``): the interpreter's start and the imports are part of
+the wall time a user waits for, so they are part of what the limit bounds.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 
 
@@ -61,3 +66,21 @@ class Deadline:
 
     def __repr__(self) -> str:
         return f"Deadline(remaining={self.remaining():.3f}s, hit={self.hit})"
+
+
+def process_start() -> float | None:
+    """When this process started, on the ``time.monotonic`` clock, or None
+    where that cannot be read (then a command counts from its entry point).
+
+    Linux keeps the start in ``/proc/self/stat`` (field 22, clock ticks since
+    boot, 10 ms resolution), counted on ``CLOCK_BOOTTIME``."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            stat = fh.read()
+        # field 2 (the command name) may hold spaces and parentheses: split after its last ")"
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        since = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    now = time.monotonic()
+    return now - since if 0.0 <= since <= now else None

@@ -12,35 +12,29 @@ from __future__ import annotations
 from functools import cached_property
 
 import numpy as np
-import scipy.sparse as sp
 
 
 class CommGraph:
     """Sparse directed communication graph of ``n`` tasks.
 
     ``bytes`` and ``messages`` are ``scipy.sparse.csr_array`` (n x n, float64,
-    no diagonal, no explicit zeros).  ``vertex_weights`` is the load of each
-    task (ones unless given) used by many-tasks-per-PE mapping.
+    no diagonal, no explicit zeros, sorted indices).  The graph keeps them as
+    plain CSR arrays and builds the scipy views on first use, so reading a
+    graph, scoring a mapping and the cheap methods never import scipy (its
+    import is most of a small ``rankmap map``'s start).  ``vertex_weights`` is
+    the load of each task (ones unless given) used by many-tasks-per-PE
+    mapping.
+
+    ``bytes_matrix`` (and ``messages``) may be a scipy sparse matrix or array
+    of any format, or a dense square array.
     """
 
     def __init__(self, bytes_matrix, messages=None, vertex_weights=None, name: str = ""):
-        b = sp.csr_array(bytes_matrix, dtype=np.float64)
-        if b.shape[0] != b.shape[1]:
-            raise ValueError(f"communication matrix must be square, got {b.shape[0]} x {b.shape[1]}")
-        b.sum_duplicates()
-        if b.nnz and b.data.min() < 0:
-            raise ValueError("communication matrix has negative byte counts")
-        self.self_bytes = float(b.diagonal().sum())
-        self.bytes = _drop_diagonal(b)
-        n = b.shape[0]
-        if messages is not None:
-            m = sp.csr_array(messages, dtype=np.float64)
-            if m.shape != b.shape:
-                raise ValueError(f"message matrix shape {m.shape} != byte matrix shape {b.shape}")
-            m.sum_duplicates()
-            self.messages = _drop_diagonal(m)
-        else:
-            self.messages = None
+        row, col, val, n = _triples(bytes_matrix, "communication matrix")
+        self._n = n
+        self._b, self.self_bytes = _csr(row, col, val, n, "communication matrix has negative byte counts")
+        self._bytes = None
+        self.messages = messages
         if vertex_weights is None:
             self.vertex_weights = np.ones(n, dtype=np.float64)
         else:
@@ -67,34 +61,54 @@ class CommGraph:
             n = int(max(src.max(initial=-1), dst.max(initial=-1)) + 1)
         if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
             raise ValueError(f"task ids must lie in 0..{n - 1}")
-        b = sp.coo_array((w, (src, dst)), shape=(n, n)).tocsr()
-        m = None
-        if messages is not None:
-            m = sp.coo_array((np.asarray(messages, dtype=np.float64), (src, dst)), shape=(n, n)).tocsr()
-        return cls(b, m, vertex_weights, name)
+        m = None if messages is None else _Triples(src, dst, np.asarray(messages, dtype=np.float64), n)
+        return cls(_Triples(src, dst, w, n), m, vertex_weights, name)
 
     @classmethod
     def from_dense(cls, matrix, messages=None, name: str = "") -> "CommGraph":
-        return cls(sp.csr_array(np.asarray(matrix, dtype=np.float64)),
-                   None if messages is None else sp.csr_array(np.asarray(messages, dtype=np.float64)),
-                   name=name)
+        return cls(np.asarray(matrix, dtype=np.float64),
+                   None if messages is None else np.asarray(messages, dtype=np.float64), name=name)
 
     # ------------------------------------------------------------------ views
     @property
     def n(self) -> int:
-        return self.bytes.shape[0]
+        return self._n
 
     @property
     def n_edges(self) -> int:
         """Directed pairs with traffic."""
-        return self.bytes.nnz
+        return int(self._b[2].size)
 
     @property
     def total_bytes(self) -> float:
-        return float(self.bytes.sum())
+        return float(self._b[2].sum())
+
+    @property
+    def bytes(self):
+        """B as a ``scipy.sparse.csr_array`` (built on first use)."""
+        if self._bytes is None:
+            self._bytes = _scipy_csr(self._b, self._n)
+        return self._bytes
+
+    @property
+    def messages(self):
+        """Message counts as a ``scipy.sparse.csr_array``, or None when the
+        source recorded none (built on first use)."""
+        if self._m is not None and self._messages is None:
+            self._messages = _scipy_csr(self._m, self._n)
+        return self._messages
+
+    @messages.setter
+    def messages(self, matrix) -> None:
+        self._m = self._messages = None
+        if matrix is not None:
+            row, col, val, n = _triples(matrix, "message matrix")
+            if n != self._n:
+                raise ValueError(f"message matrix shape {(n, n)} != byte matrix shape {(self._n, self._n)}")
+            self._m, _ = _csr(row, col, val, n, "message matrix has negative counts")
 
     @cached_property
-    def symmetric(self) -> sp.csr_array:
+    def symmetric(self):
         """S = B + B^T: undirected traffic of each pair, stored at both ends."""
         s = (self.bytes + self.bytes.T).tocsr()
         s.sum_duplicates()
@@ -102,17 +116,28 @@ class CommGraph:
         return s
 
     def is_symmetric(self) -> bool:
-        diff = self.bytes - self.bytes.T
-        return diff.nnz == 0 or float(abs(diff).max()) == 0.0
+        return self.asymmetric_pair() is None
+
+    def asymmetric_pair(self) -> tuple[int, int] | None:
+        """The first pair (u, v), in row order, with B[u, v] != B[v, u]; None
+        when B is symmetric."""
+        src, dst, w = self.coo()
+        n = max(self._n, 1)
+        keys = np.concatenate([src * n + dst, dst * n + src])
+        uniq, at = np.unique(keys, return_inverse=True)
+        diff = np.bincount(at, weights=np.concatenate([w, -w]), minlength=uniq.size)
+        bad = np.flatnonzero(diff)
+        return None if bad.size == 0 else tuple(int(x) for x in divmod(int(uniq[bad[0]]), n))
 
     def volume(self) -> np.ndarray:
         """Bytes each task sends plus receives (weighted degree in S)."""
-        return np.asarray(self.symmetric.sum(axis=1)).ravel()
+        src, dst, w = self.coo()
+        return np.bincount(src, weights=w, minlength=self._n) + np.bincount(dst, weights=w, minlength=self._n)
 
     def coo(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(src, dst, bytes) of every directed pair with traffic."""
-        c = self.bytes.tocoo()
-        return c.row.astype(np.int64), c.col.astype(np.int64), c.data
+        """(src, dst, bytes) of every directed pair with traffic, in row order."""
+        indptr, indices, data = self._b
+        return np.repeat(np.arange(self._n, dtype=np.int64), np.diff(indptr)), indices, data
 
     def subgraph(self, tasks) -> "CommGraph":
         """Induced subgraph on ``tasks`` (renumbered 0..len-1 in that order)."""
@@ -138,12 +163,10 @@ class CommGraph:
                                  vertex_weights=np.bincount(block, weights=self.vertex_weights,
                                                             minlength=n_blocks),
                                  name=f"{self.name}/q{n_blocks}" if self.name else "")
-        if self.messages is not None:
-            mc = self.messages.tocoo()
-            ms, md = block[mc.row], block[mc.col]
-            k = ms != md
-            g.messages = _drop_diagonal(sp.coo_array((mc.data[k], (ms[k], md[k])),
-                                                     shape=(n_blocks, n_blocks)).tocsr())
+        if self._m is not None:
+            indptr, indices, data = self._m
+            ms = block[np.repeat(np.arange(self._n, dtype=np.int64), np.diff(indptr))]
+            g.messages = _Triples(ms, block[indices], data, n_blocks)  # the diagonal drops
         return g
 
     def __repr__(self) -> str:
@@ -151,10 +174,64 @@ class CommGraph:
         return f"CommGraph({label}n={self.n}, pairs={self.n_edges}, bytes={self.total_bytes:.4g})"
 
 
-def _drop_diagonal(m: sp.csr_array) -> sp.csr_array:
-    c = m.tocoo()
-    keep = (c.row != c.col) & (c.data != 0)
-    out = sp.csr_array((c.data[keep], (c.row[keep], c.col[keep])), shape=m.shape)
-    out.sum_duplicates()
-    out.sort_indices()
+class _Triples:
+    """(row, col, value) arrays of an n x n matrix, repeats allowed: what the
+    constructors hand to ``CommGraph`` without building a matrix first."""
+
+    __slots__ = ("row", "col", "val", "n")
+
+    def __init__(self, row, col, val, n: int):
+        self.row, self.col, self.val, self.n = row, col, val, n
+
+
+def _triples(matrix, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(row, col, value, n) of a square matrix given as ``_Triples``, a scipy
+    sparse matrix or a dense array."""
+    if isinstance(matrix, _Triples):
+        return matrix.row, matrix.col, matrix.val, matrix.n
+    if hasattr(matrix, "tocoo"):  # scipy sparse: scipy is loaded already
+        c = matrix.tocoo()
+        row, col, val = c.row.astype(np.int64), c.col.astype(np.int64), c.data.astype(np.float64)
+    else:
+        dense = np.asarray(matrix, dtype=np.float64)
+        if dense.ndim != 2:
+            raise ValueError(f"{what} must be a square 2-D array, got {dense.ndim} dimension(s)")
+        row, col = np.nonzero(dense)
+        val = dense[row, col]
+    shape = tuple(int(x) for x in matrix.shape) if hasattr(matrix, "shape") else dense.shape
+    if shape[0] != shape[1]:
+        raise ValueError(f"{what} must be square, got {shape[0]} x {shape[1]}")
+    return row.astype(np.int64, copy=False), col.astype(np.int64, copy=False), val, shape[0]
+
+
+def _csr(row, col, val, n: int, negative: str):
+    """Canonical CSR ``(indptr, indices, data)`` of the triples (repeats
+    summed, diagonal and zeros dropped, sorted) and the diagonal's total."""
+    order = np.lexsort((col, row))
+    row, col, val = row[order], col[order], val[order]
+    if row.size:
+        first = np.empty(row.size, dtype=bool)
+        first[0] = True
+        np.not_equal(row[1:], row[:-1], out=first[1:])
+        first[1:] |= col[1:] != col[:-1]
+        starts = np.flatnonzero(first)
+        row, col, val = row[starts], col[starts], np.add.reduceat(val, starts)
+    if val.size and val.min() < 0:
+        raise ValueError(negative)
+    diagonal = row == col
+    self_total = float(val[diagonal].sum())
+    keep = ~diagonal & (val != 0)
+    row, col, val = row[keep], col[keep], val[keep]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n), out=indptr[1:])
+    return (indptr, col, val), self_total
+
+
+def _scipy_csr(csr, n: int):
+    import scipy.sparse as sp
+
+    indptr, indices, data = csr
+    out = sp.csr_array((data, indices, indptr), shape=(n, n))
+    out.has_sorted_indices = True
+    out.has_canonical_format = True
     return out

@@ -1,9 +1,17 @@
 """The ``rankmap`` console script: one subcommand per ``*_cmd`` module here.
 
-Each command module defines ``NAME``, ``HELP``, ``ORDER`` (its place in
-``--help``), ``add_arguments(parser)`` and ``run(args) -> int``; modules are
-discovered, so adding a command touches no shared file.  Errors a user can fix (bad files, bad options) print
-one line and exit 2; ``--debug`` shows the traceback instead.
+Each command module ``NAME_cmd`` defines ``NAME``, ``HELP``, ``ORDER`` (its
+place in ``--help``), ``add_arguments(parser)`` and ``run(args) -> int``;
+modules are discovered by file name, so adding a command touches no shared
+file.  A command line imports only the module of the command it names (each
+module imports what its path needs: ``rankmap map --method identity`` loads
+no scipy, numba or partitioner); ``rankmap --help`` imports them all.  Errors
+a user can fix (bad files, bad options) print one line and exit 2;
+``--debug`` shows the traceback instead.
+
+``args.started`` is when the command started, on the ``time.monotonic``
+clock: the process start when ``main`` is the program's entry (a time limit
+then bounds the whole wait, interpreter start included), else the call.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import importlib
 import os
 import pkgutil
 import sys
+import time
 
 DESCRIPTION = """\
 Put the MPI ranks that talk most on the cores that are closest.
@@ -35,7 +44,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` only."""
     parser = _Parser(prog="rankmap", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     from .. import __version__
@@ -43,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rankmap {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in command_modules():
+    for mod in command_modules(None if command is None else [command]):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -52,15 +62,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def command_modules() -> list:
-    mods = [importlib.import_module(f"{__name__}.{info.name}")
-            for info in pkgutil.iter_modules(__path__) if info.name.endswith("_cmd")]
+def command_names() -> list[str]:
+    """Every command, from the module names alone (nothing imported)."""
+    return sorted(info.name[:-len("_cmd")] for info in pkgutil.iter_modules(__path__)
+                  if info.name.endswith("_cmd"))
+
+
+def command_modules(names: list[str] | None = None) -> list:
+    """The modules of ``names`` (default: every command), in ``--help`` order."""
+    mods = [importlib.import_module(f"{__name__}.{name}_cmd") for name in names or command_names()]
     return sorted(mods, key=lambda m: (m.ORDER, m.NAME))
 
 
+def _named_command(argv: list[str]) -> str | None:
+    """The command a command line names, if its parser alone can read it:
+    the first word, after top-level ``--debug`` only (``--help``,
+    ``--version`` and unknown words take the whole parser)."""
+    for word in argv:
+        if word != "--debug":
+            return word if word in command_names() else None
+    return None
+
+
 def main(argv=None) -> int:
-    parser = build_parser()
+    started = time.monotonic()
+    if argv is None:  # the program's entry: the command started with the process
+        from ..deadline import process_start
+
+        start = process_start()
+        started = started if start is None else start
+        argv = sys.argv[1:]
+    parser = build_parser(_named_command(argv))
     args = parser.parse_args(argv)
+    args.started = started
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

@@ -183,7 +183,7 @@ def run(args) -> int:
         verb = "applies" if len(given) == 1 else "apply"
         raise UserError(f"{' and '.join(given)} only {verb} with --distributed (the distributed "
                         "mapping)")
-    deadline = Deadline(args.time_limit)  # reading the input counts too
+    deadline = Deadline(args.time_limit, start=args.started)  # start-up and reading count too
     graph, topology, recorded, options = _load(args)
     if args.method in PARALLEL_METHODS:  # the same mapping for any number (--option workers=N)
         options.setdefault("workers", available_cores())
@@ -202,6 +202,7 @@ def _run_distributed(args) -> int:
     from ..reorder.offline import map_distributed
 
     comm = MPI.COMM_WORLD
+    deadline = Deadline(args.time_limit, start=args.started)  # rank 0's decides
     try:
         inputs = root_step(comm, "reading the input", _load, args)
     except ReorderFailed as exc:
@@ -210,8 +211,8 @@ def _run_distributed(args) -> int:
     rounds = {name: value for name, value in (("replicas", args.replicas), ("kicks", args.kicks))
               if value is not None}  # else map_distributed's defaults
     mapping = map_distributed(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                              comm=comm, multilevel=not args.rounds_only, **rounds,
-                              **options)
+                              comm=comm, multilevel=not args.rounds_only, deadline=deadline,
+                              **rounds, **options)
     try:  # rank 0 reports; a failure there (an unwritable -o) is every rank's exit status
         return root_step(comm, "writing the result", _report, args, graph, topology, recorded,
                          mapping)

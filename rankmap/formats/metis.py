@@ -81,10 +81,9 @@ def read_metis(path: str) -> CommGraph:
         raise _err(path, hno, f"header says m = {m} edges but the adjacency lists hold {s.size} "
                               f"entries (expected 2m = {2 * m})")
     g = CommGraph.from_edges(s, d, w, n=n, vertex_weights=vweights)
-    if not g.is_symmetric():
-        diff = (g.bytes - g.bytes.T).tocoo()
-        k = int(np.flatnonzero(diff.data)[0])
-        u, v = int(diff.row[k]) + 1, int(diff.col[k]) + 1
+    pair = g.asymmetric_pair()
+    if pair is not None:
+        u, v = pair[0] + 1, pair[1] + 1
         raise FormatError(f"{path}: not symmetric: edge {u}-{v} is listed at vertex {u} but not "
                           f"at vertex {v} with the same weight")
     return g

@@ -111,7 +111,7 @@ def multilevel_distributed(comm, graph, topology, pe_of_task, *, seed: int = 0,
 
 def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0, eps=None,
                     comm=None, replicas: int = REPLICAS, kicks: int = 0, multilevel: bool = True,
-                    **options) -> Mapping | None:
+                    deadline: Deadline | None = None, **options) -> Mapping | None:
     """Collective: ``method`` on rank 0 as the start, then the distributed
     multilevel mapping (never worse than the start; ``multilevel=False``:
     the distributed swap rounds from the start) with ``replicas`` copies per
@@ -119,9 +119,9 @@ def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0,
     only (pass None elsewhere).  Returns the ``Mapping`` on rank 0, None on
     other ranks; raises ``ValueError`` with the same message on every rank
     on failure.  Option ``time_limit`` bounds the whole call by rank 0's
-    clock."""
+    clock (``deadline``: one that started earlier, as ``map_tasks`` takes)."""
     comm = MPI.COMM_WORLD if comm is None else comm
-    deadline = Deadline(options.get("time_limit"))
+    deadline = Deadline(options.get("time_limit")) if deadline is None else deadline
     replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     if eps is not None:
         raise ValueError("--distributed refines one-to-one mappings (no --eps)")

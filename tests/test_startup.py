@@ -1,0 +1,144 @@
+"""Start-up of the command line: a command imports only what its path needs,
+and its time limit counts from the start of the process.  Behaviour, not
+seconds: what is imported, and which clock the deadline starts on."""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from rankmap.cli import command_modules, command_names
+from rankmap.deadline import process_start
+from rankmap.graph import CommGraph
+
+MACHINE = ["--hierarchy", "4:16:16", "--distances", "1:10:100"]
+
+
+def run_python(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def test_a_cheap_map_imports_no_scipy_and_no_other_command(data_dir, tmp_path):
+    """``rankmap map --method identity`` as a program (``main()`` reading
+    sys.argv): reading the graph, scoring and writing stay on numpy; the
+    parser is the map command's alone."""
+    graph = str(data_dir / "graphs/delaunay_n10.graph")
+    argv = ["rankmap", "map", graph, *MACHINE, "--method", "identity", "-o", str(tmp_path / "x.perm")]
+    out = run_python(
+        f"import sys; sys.argv = {argv!r}; from rankmap.cli import main; code = main(); "
+        "others = sorted(m for m in sys.modules if m.startswith('rankmap.cli.') and m.endswith('_cmd')); "
+        "heavy = sorted(m for m in ('scipy', 'numba', 'networkx', 'mpi4py', 'rankmap.emulate') "
+        "if m in sys.modules); "
+        "print('RESULT', code, others, heavy)")
+    assert "RESULT 0 ['rankmap.cli.map_cmd'] []" in out, out
+    assert (tmp_path / "x.perm").read_text().split() == [str(t) for t in range(1024)]
+
+
+def test_help_lists_every_command(capsys):
+    from rankmap.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert all(f"    {name} " in text for name in command_names())
+
+
+def test_commands_are_named_by_their_module():
+    """Discovery reads the names from the files (``NAME_cmd``), so each
+    module's NAME must be its file's."""
+    mods = command_modules()
+    assert sorted(m.NAME for m in mods) == command_names()
+    assert all(m.__name__ == f"rankmap.cli.{m.NAME}_cmd" for m in mods)
+
+
+def test_an_unknown_command_is_one_line(capsys):
+    from rankmap.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["mapp", "x"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "invalid choice: 'mapp'" in err and "'map'" in err
+
+
+def test_process_start_is_before_the_first_line_of_the_program():
+    out = run_python("import time; time.sleep(0.5); from rankmap.deadline import process_start; "
+                     "print('SINCE', time.monotonic() - process_start())")
+    since = float(out.split("SINCE")[1])
+    assert 0.5 <= since < 120
+    assert process_start() <= time.monotonic()
+
+
+SPY = """
+import sys, time
+time.sleep(1.0)
+from rankmap.cli import main, map_cmd
+real, seen = map_cmd.map_tasks, []
+def spy(*args, deadline=None, **kw):
+    if deadline is not None:
+        seen.append(deadline.remaining())
+    return real(*args, deadline=deadline, **kw)
+map_cmd.map_tasks = spy
+argv = {argv!r}
+if {as_program!r}:
+    sys.argv = ["rankmap", *argv]
+    main()
+else:
+    main(argv)
+print("LEFT", seen[0])
+"""
+
+
+def test_a_command_limit_counts_from_the_process_start(data_dir):
+    """The second a program spent before ``main()`` ran is gone from its
+    limit; ``main(argv)`` called by a program counts from the call."""
+    argv = ["map", str(data_dir / "graphs/delaunay_n10.graph"), *MACHINE, "--method", "identity",
+            "--time-limit", "30", "--json"]
+    as_program = float(run_python(SPY.format(argv=argv, as_program=True)).split("LEFT")[1])
+    as_call = float(run_python(SPY.format(argv=argv, as_program=False)).split("LEFT")[1])
+    assert as_program <= 29.0 and as_program < as_call
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_graph_matches_scipy(seed):
+    """CommGraph builds its CSR without scipy; the scipy views and the
+    symmetry check agree with scipy's own construction."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    n = 40
+    src, dst = rng.integers(0, n, 300), rng.integers(0, n, 300)
+    w = rng.integers(0, 5, 300).astype(float)
+    g = CommGraph.from_edges(src, dst, w, n=n, messages=w + 1)
+    ref = sp.coo_array((w, (src, dst)), shape=(n, n)).tocsr()
+    ref.setdiag(0)
+    ref.eliminate_zeros()
+    assert g.self_bytes == pytest.approx(w[src == dst].sum())
+    assert (g.bytes != ref).nnz == 0 and g.n_edges == ref.nnz and g.bytes.has_sorted_indices
+    assert np.array_equal(g.volume(), (ref + ref.T).sum(axis=1))
+    msgs = sp.coo_array((w + 1, (src, dst)), shape=(n, n)).tocsr()
+    msgs.setdiag(0)
+    msgs.eliminate_zeros()
+    assert (g.messages != msgs).nnz == 0
+    assert (g.quotient(np.arange(n) // 2).messages.sum() == msgs.sum()
+            - sum(msgs[u, u ^ 1] for u in range(n)))
+    asym = (ref - ref.T).tocoo()
+    first = np.lexsort((asym.col, asym.row))
+    first = [(int(asym.row[k]), int(asym.col[k])) for k in first if asym.data[k]]
+    assert g.asymmetric_pair() == (first[0] if first else None)
+    sym = CommGraph(ref + ref.T)
+    assert sym.is_symmetric() and sym.asymmetric_pair() is None
+    dense = CommGraph(g.bytes.toarray())
+    assert (dense.bytes != g.bytes).nnz == 0
+
+
+def test_the_graph_refuses_what_it_refused():
+    with pytest.raises(ValueError, match="square"):
+        CommGraph(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="negative"):
+        CommGraph.from_edges([0], [1], [-1.0], n=2)
+    with pytest.raises(ValueError, match="message matrix shape"):
+        CommGraph(np.ones((2, 2)), messages=np.ones((3, 3)))
