@@ -2,6 +2,7 @@
 and its time limit counts from the start of the process.  Behaviour, not
 seconds: what is imported, and which clock the deadline starts on."""
 
+import json
 import subprocess
 import sys
 import time
@@ -142,3 +143,26 @@ def test_the_graph_refuses_what_it_refused():
         CommGraph.from_edges([0], [1], [-1.0], n=2)
     with pytest.raises(ValueError, match="message matrix shape"):
         CommGraph(np.ones((2, 2)), messages=np.ones((3, 3)))
+
+
+def test_auto_that_cannot_start_in_time_returns_the_given_order_without_loading_numba(data_dir):
+    """At a limit below auto's priced first call (numba's import and first
+    dispatch), a fresh process returns the given order at once, cut."""
+    graph = str(data_dir / "graphs/delaunay_n10.graph")
+    out = run_python(
+        f"import sys, json; sys.argv = {['rankmap', 'map', graph, *MACHINE, '--time-limit', '0.5', '--json']!r}; "
+        "from rankmap.cli import main; main(); print('NUMBA', 'numba' in sys.modules, file=sys.stderr)")
+    result = json.loads(out[out.index("{"):out.rindex("}") + 1])
+    assert result["deadline_hit"] and result["J"] == result["J_identity"] and "NUMBA False" in out
+
+
+def test_auto_with_time_for_its_start_runs(data_dir):
+    from rankmap.algorithms import AUTO_FIRST_CALL, map_tasks
+    from rankmap.formats import read_graph
+    from rankmap.topology import topology_from_strings
+
+    g = read_graph(str(data_dir / "graphs/example_weighted.graph"))
+    topo = topology_from_strings("4:16:4", "1:10:100")
+    done = map_tasks(g, topo, method="auto", work_limit=0.05, time_limit=600 + AUTO_FIRST_CALL)
+    given = map_tasks(g, topo, method="identity")
+    assert not done.deadline_hit and not np.array_equal(done.pe_of_task, given.pe_of_task)

@@ -8,6 +8,7 @@ is checked the same way.  Algorithms never import MPI.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
@@ -92,6 +93,13 @@ _MODULE_OF = {
 
 METHODS: dict[str, MethodSpec] = _Registry()
 
+#: seconds auto's first call in a process pays before it maps anything:
+#: importing numba and scipy, and numba's first dispatch (its typing and
+#: target contexts, the kernels loaded from the on-disk cache); none of it
+#: can be cut, so a deadline that leaves less returns the given order at once
+#: (measured: docs/time-limits.md, "Start-up")
+AUTO_FIRST_CALL = 1.2
+
 
 def register(name: str, description: str, machines: tuple = ("tree",)):
     """Decorator: make ``fn`` available as ``map_tasks(..., method=name)``;
@@ -132,12 +140,17 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     is the same on any machine).  When the deadline cuts the search,
     ``Mapping.deadline_hit`` says so and the result is never worse than the
     given order (identity)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
     if graph.n > topology.n_pes and eps is None:
         from ..mapping import DEFAULT_EPS
 
         eps = DEFAULT_EPS
+    deadline = Deadline(_limit(options.get("time_limit"), "time_limit")) if deadline is None else deadline
+    if method == "auto" and "numba" not in sys.modules and not deadline.allows(AUTO_FIRST_CALL):
+        given = _given_order(graph, topology, eps)  # auto could not even start: skip its imports
+        if given is not None:
+            return Mapping(given, method=method, seed=seed, time_s=0.0, deadline_hit=True)
+    if method not in METHODS:
+        raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
     kind = "tree" if isinstance(topology, Topology) else "mesh"
     if kind not in METHODS[method].machines:
         raise ValueError(f"method {method!r} does not map onto a {kind} topology; "
@@ -146,7 +159,6 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     refine_depth = options.pop("refine_depth", None)
     time_limit = _limit(options.pop("time_limit", None), "time_limit")
     work_limit = _limit(options.pop("work_limit", None), "work_limit")
-    deadline = Deadline(time_limit) if deadline is None else deadline
     budget = time_limit if work_limit is None else work_limit
     if budget is not None:
         options["time_limit"] = budget
@@ -183,15 +195,24 @@ def _limit(value, name: str) -> float | None:
     return seconds
 
 
+def _given_order(graph, topology, eps):
+    """The identity placement, or None where it is no valid mapping
+    (weighted tasks over their PEs' balance)."""
+    try:
+        given = np.asarray(METHODS["identity"].fn(graph, topology, eps=eps), dtype=np.int64)
+        validate_mapping(given, graph, topology, eps=eps)
+    except ValueError:
+        return None
+    return given
+
+
 def _not_worse_than_given(graph, topology, pe, eps):
     """A search the deadline cut may hold a half-improved start: keep the
     given order (the identity placement) when that is valid and better."""
     from ..cost import mapping_cost
 
-    try:  # weighted tasks may have no valid given order
-        given = np.asarray(METHODS["identity"].fn(graph, topology, eps=eps), dtype=np.int64)
-        validate_mapping(given, graph, topology, eps=eps)
-    except ValueError:
+    given = _given_order(graph, topology, eps)
+    if given is None:
         return pe
     return given if mapping_cost(graph, topology, given) < mapping_cost(graph, topology, pe) else pe
 

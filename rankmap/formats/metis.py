@@ -41,8 +41,10 @@ def read_metis(path: str) -> CommGraph:
             raise _err(path, hno, f"METIS ncon must be 1..64, got {ncon}")
         if len(head) > 3 and not has_vw:
             raise _err(path, hno, "METIS ncon given but fmt has no vertex weights")
-        src, dst, wts = [], [], []
+        nbs, wts, degree = [], [], []  # plain lists: one numpy call per file, not per line
         vweights = np.ones(n)
+        lead = int(has_size) + (ncon if has_vw else 0)
+        step = 2 if has_ew else 1
         count = 0
         for no, line in lines:
             if count == n:
@@ -50,33 +52,32 @@ def read_metis(path: str) -> CommGraph:
                     raise _err(path, no, f"more than n = {n} vertex lines")
                 continue
             vals = _numbers(path, no, line, int)
-            lead = int(has_size) + (ncon if has_vw else 0)
             if len(vals) < lead:
                 raise _err(path, no, f"vertex {count + 1}: expected {lead} size/weight values first")
             if has_vw:
                 vweights[count] = vals[int(has_size)]
             rest = vals[lead:]
-            step = 2 if has_ew else 1
             if len(rest) % step:
                 raise _err(path, no, f"vertex {count + 1}: neighbour list must be (neighbour weight) pairs")
-            nb = np.asarray(rest[0::step], dtype=np.int64)
-            w = np.asarray(rest[1::step], dtype=np.float64) if has_ew else np.ones(nb.size)
-            if nb.size and (nb.min() < 1 or nb.max() > n):
-                bad = int(nb[(nb < 1) | (nb > n)][0])
+            nb = rest[0::step]
+            if nb and (min(nb) < 1 or max(nb) > n):
+                bad = next(v for v in nb if not 1 <= v <= n)
                 raise _err(path, no, f"vertex {count + 1}: neighbour {bad} outside 1..{n}")
-            if nb.size and np.any(nb == count + 1):
+            if count + 1 in nb:
                 raise _err(path, no, f"vertex {count + 1}: self-loop")
-            if has_ew and w.size and w.min() < 0:
-                raise _err(path, no, f"vertex {count + 1}: negative edge weight")
-            src.append(np.full(nb.size, count, dtype=np.int64))
-            dst.append(nb - 1)
-            wts.append(w)
+            if has_ew:
+                w = rest[1::step]
+                if w and min(w) < 0:
+                    raise _err(path, no, f"vertex {count + 1}: negative edge weight")
+                wts.extend(w)
+            nbs.extend(nb)
+            degree.append(len(nb))
             count += 1
         if count < n:
             raise _err(path, 0, f"header says n = {n} vertices but the file has {count} vertex lines")
-    s = np.concatenate(src) if src else np.zeros(0, dtype=np.int64)
-    d = np.concatenate(dst) if dst else np.zeros(0, dtype=np.int64)
-    w = np.concatenate(wts) if wts else np.zeros(0)
+    s = np.repeat(np.arange(n, dtype=np.int64), np.asarray(degree, dtype=np.int64))
+    d = np.asarray(nbs, dtype=np.int64) - 1
+    w = np.asarray(wts, dtype=np.float64) if has_ew else np.ones(d.size)
     if s.size != 2 * m:
         raise _err(path, hno, f"header says m = {m} edges but the adjacency lists hold {s.size} "
                               f"entries (expected 2m = {2 * m})")
