@@ -98,7 +98,7 @@ METHODS: dict[str, MethodSpec] = _Registry()
 #: target contexts, the kernels loaded from the on-disk cache); none of it
 #: can be cut, so a deadline that leaves less returns the given order at once
 #: (measured: docs/time-limits.md, "Start-up")
-AUTO_FIRST_CALL = 1.2
+AUTO_FIRST_CALL = 1.5
 
 
 def register(name: str, description: str, machines: tuple = ("tree",)):
