@@ -166,3 +166,12 @@ def test_auto_with_time_for_its_start_runs(data_dir):
     done = map_tasks(g, topo, method="auto", work_limit=0.05, time_limit=600 + AUTO_FIRST_CALL)
     given = map_tasks(g, topo, method="identity")
     assert not done.deadline_hit and not np.array_equal(done.pe_of_task, given.pe_of_task)
+
+
+def test_compile_reaches_every_kernel(capsys):
+    """``rankmap compile`` (a site's install step) calls or finds in the
+    cache every compiled kernel; -q prints nothing when none was missed."""
+    from rankmap.cli import main
+
+    assert main(["compile", "-q"]) == 0
+    assert capsys.readouterr().out == ""

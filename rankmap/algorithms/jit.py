@@ -1,7 +1,8 @@
 """numba's ``njit`` with an on-disk cache that works on any install.
 
 The compiled kernels use ``cache=True``: the first run on a machine pays
-their compilation (seconds), later runs load it (see docs/time-limits.md).
+their compilation (seconds), later runs load it (see docs/time-limits.md);
+``rankmap compile`` fills the cache for every kernel at install time.
 numba keeps that cache next to the sources (``__pycache__``) or, where the
 install is read-only, in the user's cache directory; where neither can be
 written (a system-wide install and a read-only home, as on some compute
@@ -20,7 +21,7 @@ from numba import njit
 
 __all__ = ["njit"]
 
-_KERNEL_DIRS = ("refine", "mesh")  # the subpackages whose modules hold cached kernels
+_KERNEL_DIRS = ("construct", "refine", "mesh")  # the subpackages whose modules hold cached kernels
 
 
 def _writable(path: str) -> bool:

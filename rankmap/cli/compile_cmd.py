@@ -1,0 +1,112 @@
+"""Compile the mapping kernels into numba's on-disk cache, once per install.
+
+The searching methods (auto, refinement, the mesh heuristics) run compiled
+kernels.  Each is compiled on its first use and cached on disk: without the
+cache, the first run of each path pays seconds of compilation inside its time
+limit.  This command maps small instances that call every kernel (the
+bundled demo, a one-to-one mapping of more than 1024 tasks, a many-to-one
+mapping, a torus) and checks that each kernel has been compiled or loaded.
+
+Run it as the user who installed rankmap, right after the install: the cache
+then sits next to the installed sources (numba's ``__pycache__``), where every
+user's run finds it.  NUMBA_CACHE_DIR, when set, moves the cache for both.
+
+examples:
+  pip install rankmap && rankmap compile
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from . import UserError
+
+NAME = "compile"
+HELP = "compile the mapping kernels into numba's cache (once after an install)"
+ORDER = 70
+
+#: counted budget of each mapping: enough to reach every kernel, no more
+WORK = 0.05
+
+
+def add_arguments(p) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing unless a kernel was missed")
+
+
+def grid(rows: int, cols: int):
+    """A 2-D five-point stencil: the shape of most MPI programs' traffic."""
+    from ..graph import CommGraph
+
+    ids = np.arange(rows * cols).reshape(rows, cols)
+    src = np.concatenate([ids[:, :-1].ravel(), ids[:-1, :].ravel()])
+    dst = np.concatenate([ids[:, 1:].ravel(), ids[1:, :].ravel()])
+    return CommGraph.from_edges(np.concatenate([src, dst]), np.concatenate([dst, src]),
+                                np.ones(2 * src.size), n=rows * cols)
+
+
+def instances():
+    """(what, graph, topology, method) that between them call every kernel."""
+    from ..formats import read_graph
+    from ..topology import load_topology
+    from ..topology.hierarchy import topology_from_strings
+    from ..topology.mesh import mesh_topology_from_spec
+    from .demo_cmd import bundled
+
+    return [("demo: 64 tasks one-to-one", read_graph(bundled("btmz64.edges")),
+             load_topology(bundled("demo-cluster.txt")), "auto"),
+            ("1156 tasks one-to-one", grid(34, 34), topology_from_strings("4:16:19", "1:10:100"), "auto"),
+            ("1156 tasks on 256 PEs", grid(34, 34), topology_from_strings("4:16:4", "1:10:100"), "auto"),
+            ("64 tasks on a 4x4x4 torus", grid(8, 8), mesh_topology_from_spec("4x4x4", torus=True),
+             "mesh_auto")]
+
+
+def kernels() -> list:
+    """Every compiled kernel of the mapping methods (imports them all)."""
+    import sys
+
+    from numba.core.registry import CPUDispatcher
+
+    from .. import algorithms
+
+    list(algorithms.METHODS)  # listing the methods imports every module that registers one
+    found = {}
+    for modname, module in list(sys.modules.items()):
+        if modname.startswith(f"{algorithms.__name__}.") and module is not None:
+            for obj in vars(module).values():
+                if isinstance(obj, CPUDispatcher):
+                    found[f"{obj.py_func.__module__}.{obj.py_func.__name__}"] = obj
+    return [found[k] for k in sorted(found)]
+
+
+def _cached(kernel) -> bool:
+    """Whether numba's on-disk cache holds ``kernel``.  A kernel that only
+    other kernels call is compiled into them, and loading those from the
+    cache leaves it untouched: its own index file says it was compiled."""
+    index = getattr(getattr(getattr(kernel, "_cache", None), "_cache_file", None), "_index_path", None)
+    return index is not None and os.path.exists(index)
+
+
+def run(args) -> int:
+    from ..algorithms import map_tasks
+
+    begin = time.perf_counter()
+    for what, graph, topology, method in instances():
+        t = time.perf_counter()
+        map_tasks(graph, topology, method=method, work_limit=WORK)
+        if not args.quiet:
+            print(f"{what:28s} {time.perf_counter() - t:6.1f} s")
+    every = kernels()
+    missed = [f"{k.py_func.__module__}.{k.py_func.__name__}" for k in every
+              if not (k.signatures or _cached(k))]
+    if missed:
+        raise UserError(f"{len(missed)} of {len(every)} kernels were not reached: {', '.join(missed)}")
+    if not args.quiet:
+        import numba
+
+        where = numba.config.CACHE_DIR or "next to the sources (__pycache__)"
+        print(f"{len(every)} kernels compiled or loaded in {time.perf_counter() - begin:.1f} s; "
+              f"cache: {where}")
+    return 0
