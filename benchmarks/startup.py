@@ -7,14 +7,19 @@ a small graph with a cheap method and with auto.  auto's fixed cost (a
 short counted search, ``--work-limit 0.1``) is timed three ways:
 with numba's cache warm; with an empty cache (``NUMBA_CACHE_DIR`` pointing at
 a new directory: the first run after a fresh install, which compiles every
-kernel it calls); and with a new cache that ``rankmap demo`` filled first
-(what a site's install step can do).
+kernel it calls); and with a new cache that ``rankmap compile`` filled
+first (a site's install step).
 
 rankmap's own bytecode is compiled first (``compileall``), as ``pip install``
 does: a tree run from sources with PYTHONDONTWRITEBYTECODE set would recompile
 every module on every start.
 
-    nice -n 10 python benchmarks/startup.py --repeat 5
+Wall time is what it measures: under ``nice`` on a busy machine it measures
+the scheduler, so run it at normal priority when the machine is quiet.
+
+    python benchmarks/startup.py --repeat 5
+    mkdir /tmp/main-tree && git -C ../main archive HEAD rankmap | tar -x -C /tmp/main-tree && \
+        python benchmarks/startup.py --root /tmp/main-tree --no-cache-rows   # another version
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ MACHINE = ["--hierarchy", "4:16:16", "--distances", "1:10:100"]
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float]:
-    """Wall and CPU seconds of one run of ``cmd``."""
+    """Wall and CPU seconds of one run of ``cmd`` (in the timed tree: ``-m``
+    imports from the working directory first)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, env=env, cwd=env["PYTHONPATH"].split(os.pathsep)[0],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     err = proc.stderr.read().decode()
@@ -56,9 +63,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs per row (the minimum is reported)")
     ap.add_argument("--graph", default=str(GRAPH), help="the graph to map (default: delaunay_n10, 1024 tasks)")
+    ap.add_argument("--root", default=str(ROOT), help="the tree whose rankmap/ is timed (default: this one)")
+    ap.add_argument("--no-cache-rows", action="store_true", help="leave out the empty/filled numba cache rows")
     args = ap.parse_args(argv)
-    compileall.compile_dir(str(ROOT / "rankmap"), quiet=1)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    compileall.compile_dir(str(Path(args.root) / "rankmap"), quiet=1)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([args.root, os.environ.get("PYTHONPATH", "")]))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     py = sys.executable
     rankmap_map = [py, "-m", "rankmap", "map", args.graph, *MACHINE, "-o", os.devnull]
@@ -73,20 +82,21 @@ def main(argv=None) -> int:
             ("map auto --time-limit 2", [*rankmap_map, "--time-limit", "2"], env),
             ("map auto --work-limit 0.1 (warm cache)", auto, env)]
     print(f"# load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; min of {args.repeat} runs; "
-          f"graph {Path(args.graph).name}")
+          f"graph {Path(args.graph).name}; rankmap from {args.root}")
     print(f"{'command':44s} {'wall s':>7s} {'CPU s':>7s}")
     for label, cmd, run_env in rows:
         wall, cpu = best(cmd, run_env, args.repeat)
         print(f"{label:44s} {wall:7.2f} {cpu:7.2f}", flush=True)
+    if args.no_cache_rows:
+        return 0
     with tempfile.TemporaryDirectory() as cold, tempfile.TemporaryDirectory() as filled:
         wall, cpu = timed(auto, dict(env, NUMBA_CACHE_DIR=cold))
         print(f"{'map auto --work-limit 0.1 (empty cache)':44s} {wall:7.2f} {cpu:7.2f}", flush=True)
-        demo_env = dict(env, NUMBA_CACHE_DIR=filled)
-        with tempfile.TemporaryDirectory() as out:
-            wall, cpu = timed([py, "-m", "rankmap", "demo", "-d", out], demo_env)
-        print(f"{'rankmap demo (empty cache)':44s} {wall:7.2f} {cpu:7.2f}", flush=True)
-        wall, cpu = timed(auto, demo_env)
-        print(f"{'map auto --work-limit 0.1 (cache after demo)':44s} {wall:7.2f} {cpu:7.2f}", flush=True)
+        filled_env = dict(env, NUMBA_CACHE_DIR=filled)
+        wall, cpu = timed([py, "-m", "rankmap", "compile", "-q"], filled_env)
+        print(f"{'rankmap compile (empty cache)':44s} {wall:7.2f} {cpu:7.2f}", flush=True)
+        wall, cpu = timed(auto, filled_env)
+        print(f"{'map auto --work-limit 0.1 (after compile)':44s} {wall:7.2f} {cpu:7.2f}", flush=True)
     print(f"# load {os.getloadavg()[0]:.1f}")
     return 0
 
