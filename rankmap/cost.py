@@ -154,9 +154,9 @@ def _tree_breakdown(topology: Topology, p, q, w):
     for d in range(topology.max_depth - 1, -1, -1):
         if per_depth[d] > 0:
             at_d = lca[(lca_depth == d) & ~same_pe]
-            dists = np.unique(topology.node_distance[at_d])
+            dists = topology.node_distance[at_d]
             levels.append({"depth": d, "level": kinds[d], "bytes": float(per_depth[d]),
-                           "distance": float(dists[0]) if dists.size == 1 else None})
+                           "distance": float(dists[0]) if dists.min() == dists.max() else None})
     if same_pe.any():
         levels.insert(0, {"depth": topology.max_depth, "level": "same PE",
                           "bytes": float(w[same_pe].sum()), "distance": 0.0})

@@ -123,11 +123,14 @@ class CommGraph:
         when B is symmetric."""
         src, dst, w = self.coo()
         n = max(self._n, 1)
-        keys = np.concatenate([src * n + dst, dst * n + src])
-        uniq, at = np.unique(keys, return_inverse=True)
-        diff = np.bincount(at, weights=np.concatenate([w, -w]), minlength=uniq.size)
-        bad = np.flatnonzero(diff)
-        return None if bad.size == 0 else tuple(int(x) for x in divmod(int(uniq[bad[0]]), n))
+        keys = np.concatenate([src * n + dst, dst * n + src])  # each pair once from B, once from B^T
+        order = np.argsort(keys, kind="stable")
+        keys, signed = keys[order], np.concatenate([w, -w])[order]
+        if keys.size == 0:
+            return None
+        starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+        bad = np.flatnonzero(np.add.reduceat(signed, starts))
+        return None if bad.size == 0 else tuple(int(x) for x in divmod(int(keys[starts[bad[0]]]), n))
 
     def volume(self) -> np.ndarray:
         """Bytes each task sends plus receives (weighted degree in S)."""
