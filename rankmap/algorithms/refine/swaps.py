@@ -242,9 +242,9 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     cache: list = []
     kernel = _compiled_kernel(topology) if n > 1 else None
     if kernel is not None:
-        _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, deadline, max_passes, stats,
-                         max_evaluations)
-        stats.j_end = float(mapping_cost(graph, topology, s.pos))
+        change = _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, deadline, max_passes, stats,
+                                  max_evaluations)
+        stats.j_end = stats.j_start + change  # the gains summed: no O(m depth) pass after the deadline
         stats.seconds = time.perf_counter() - start
         return s.pos, stats
     out_of_time = False
@@ -295,8 +295,9 @@ def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, deadlin
     """Sequential first-improvement passes in compiled code (the pass of
     ``_compiled_kernel``), the deadline and the work limit checked between
     slices of PAIR_SLICE pairs (the slicing does not change the result: the
-    pass is sequential)."""
+    pass is sequential).  Returns the J change."""
     swap_pass, oracle_a, oracle_b = kernel
+    change = 0.0
     many = bool(s.many)
     vw = np.asarray(s.vw, dtype=np.float64)
     load = s.load if many else np.zeros(1)
@@ -308,15 +309,17 @@ def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, deadlin
         gained = 0
         for U, V in _pass_pairs(s.adj, depth, cap, rng, cache, deadline):
             for b in range(0, U.size, PAIR_SLICE):
-                ev, applied, _ = swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U[b:b + PAIR_SLICE],
-                                           V[b:b + PAIR_SLICE], many, vw, load, l_max, tol)
+                ev, applied, delta = swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U[b:b + PAIR_SLICE],
+                                               V[b:b + PAIR_SLICE], many, vw, load, l_max, tol)
+                change += delta
                 stats.evaluated += ev
                 stats.swaps += applied
                 gained += applied
                 if (max_evaluations is not None and stats.evaluated >= max_evaluations) or deadline.expired():
-                    return
+                    return change
         if gained == 0 or deadline.expired():
-            return
+            return change
+    return change
 
 
 def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline):
