@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def one_size(log2n: int, auto_limit: float, workers: int, refine_pairs: int | None = None) -> dict:
+def one_size(log2n: int, auto_limit: float, workers: int, refine_pairs: int | None = None,
+             ms_levels: int | None = None) -> dict:
     import numpy as np
     import scipy.sparse as sp
 
@@ -51,10 +52,12 @@ def one_size(log2n: int, auto_limit: float, workers: int, refine_pairs: int | No
     start = np.random.default_rng(0).permutation(n)  # scrambled task ids: the mapping has work to do
     g = CommGraph(g.bytes[start][:, start])
     t = time.perf_counter()
-    pe = map_tasks(g, topo, method="multisection", preset="fast").pe_of_task
+    levels = {} if ms_levels is None else {"levels": ms_levels}
+    pe = map_tasks(g, topo, method="multisection", preset="fast", **levels).pe_of_task
     t_ms = time.perf_counter() - t
     t = time.perf_counter()  # the same multisection in worker processes (pool start included)
-    same = np.array_equal(pe, map_tasks(g, topo, method="multisection", preset="fast", workers=workers).pe_of_task)
+    same = np.array_equal(pe, map_tasks(g, topo, method="multisection", preset="fast", workers=workers,
+                                        **levels).pe_of_task)
     t_par = time.perf_counter() - t
     _, st = refine_swaps(g, topo, pe, depth=10, max_evaluations=None if refine_pairs is None else refine_pairs * n)
     peak_ms = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -84,12 +87,14 @@ def main(argv=None) -> int:
                     help="processes for the parallel multisection and auto columns")
     ap.add_argument("--refine-pairs", type=int, default=None,
                     help="stop the refinement after this many pairs per task (default: when a pass gains nothing)")
+    ap.add_argument("--ms-levels", type=int, default=None,
+                    help="partition only the top N levels in the multisection columns (the given order below)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--plot", default="benchmarks/results/quality_scale.png")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
     if args.one is not None:
-        print(json.dumps(one_size(args.one, args.auto_limit, args.workers, args.refine_pairs)))
+        print(json.dumps(one_size(args.one, args.auto_limit, args.workers, args.refine_pairs, args.ms_levels)))
         return 0
     print("load average:", Path("/proc/loadavg").read_text().strip())
     w = str(args.workers)
@@ -103,6 +108,8 @@ def main(argv=None) -> int:
         cmd = [sys.executable, __file__, "--one", str(k), "--auto-limit", str(args.auto_limit), "--workers", w]
         if args.refine_pairs is not None:
             cmd += ["--refine-pairs", str(args.refine_pairs)]
+        if args.ms_levels is not None:
+            cmd += ["--ms-levels", str(args.ms_levels)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         results.append(r)

@@ -191,6 +191,19 @@ def best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, order, tol, m
 
 
 @njit(cache=True, nogil=True)
+def push_unmarked(indptr, indices, x, mark, stamp, buf, count):
+    """Append the neighbours y of x with ``mark[y] != stamp`` to
+    ``buf[count:]``, marking them; returns the new count."""
+    for e in range(indptr[x], indptr[x + 1]):
+        y = indices[e]
+        if mark[y] != stamp:
+            mark[y] = stamp
+            buf[count] = y
+            count += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
 def ball_pairs(indptr, indices, sources, depth, cap, mark, stamp, queue, out_u, out_v):
     """Pairs (s, v), s < v, of every source s of ``sources`` in turn with
     the tasks v of its ball: BFS from s up to ``depth`` levels, whole levels
@@ -211,14 +224,8 @@ def ball_pairs(indptr, indices, sources, depth, cap, mark, stamp, queue, out_u, 
                 break
             level_end = tail
             while head < level_end:
-                x = queue[head]
+                tail = push_unmarked(indptr, indices, queue[head], mark, stamp, queue, tail)
                 head += 1
-                for e in range(indptr[x], indptr[x + 1]):
-                    y = indices[e]
-                    if mark[y] != stamp:
-                        mark[y] = stamp
-                        queue[tail] = y
-                        tail += 1
             if tail == level_end:
                 break
         if written + tail > out_u.size:

@@ -50,7 +50,8 @@ DEFAULT_DEPTH = 10
 DEFAULT_BALL_CAP = 256
 CACHE_PAIRS = 1 << 23  # 8M pairs, 64 MB as int32
 PAIR_SLICE = 1 << 14  # pairs between two checks of a work limit
-BLOCK_TASKS = 4096    # a pass takes the pairs of one block of tasks (by tree position) at a time
+BLOCK_TASKS = 4096    # a pass takes the pairs of one block of tasks (by tree position) at a time ...
+BLOCK_ROUNDS = 8      # ... an eighth of them per visit of the block
 
 
 @dataclass
@@ -367,9 +368,16 @@ def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline):
         bounds = np.searchsorted(U // BLOCK_TASKS, np.arange(0, -(-n // BLOCK_TASKS) + 1))
         cache.append((U, V, bounds))
     U, V, bounds = cache[0]
-    for blk in rng.permutation(bounds.size - 1).tolist():  # the blocks in random order ...
-        p = bounds[blk] + rng.permutation(int(bounds[blk + 1] - bounds[blk]))  # ... each in random order
-        yield U[p].astype(np.int64), V[p].astype(np.int64)
+    # every block's pairs in random order, cut into BLOCK_ROUNDS pieces; round r
+    # takes piece r of every block, the blocks in random order: each piece stays
+    # in a small part of the arrays, and every task has a share of its pairs
+    # looked at early in the pass (a pass cut short still touches every task)
+    blocks = [bounds[b] + rng.permutation(int(bounds[b + 1] - bounds[b])) for b in range(bounds.size - 1)]
+    for r in range(BLOCK_ROUNDS):
+        for blk in rng.permutation(len(blocks)).tolist():
+            p = blocks[blk]
+            piece = p[r * p.size // BLOCK_ROUNDS:(r + 1) * p.size // BLOCK_ROUNDS]
+            yield U[piece].astype(np.int64), V[piece].astype(np.int64)
 
 
 def _run_batch(s: _SwapState, U, V, tol, stats: RefineStats):
