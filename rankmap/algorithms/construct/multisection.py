@@ -360,8 +360,11 @@ def _grouped_partition(call, adj, ws: np.ndarray, targets: np.ndarray, capacity:
         members = np.flatnonzero(top == g)
         lo, hi = g * size, min((g + 1) * size, c)
         sub = adj[members][:, members]
-        block[members] = lo + _grouped_partition(call, sub, ws[members], targets[lo:hi], capacity[lo:hi],
-                                                 seed + 1 + g, deadline, kind)
+        # repaired inside the group (a few thousand tasks), not in one repair
+        # over every child, whose rounds each cost O(n)
+        part = _grouped_partition(call, sub, ws[members], targets[lo:hi], capacity[lo:hi], seed + 1 + g,
+                                  deadline, kind)
+        block[members] = lo + repair_balance(sub, ws[members], part, capacity[lo:hi])
     return block
 
 
