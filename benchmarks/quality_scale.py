@@ -9,9 +9,11 @@ process so its peak memory (ru_maxrss) is its own.  Prints time per phase,
 pairs evaluated per second (the refinement hot loop), peak memory after
 multisection + refinement and after auto, and time / (n + m) to show
 O(n + m) growth, and the multisection again in ``--workers`` processes
-(same mapping, checked); saves a plot.
+(same mapping, checked), and auto with 1 and ``--workers`` processes
+(J over the given order's, whether the deadline cut it); saves a plot.
 
     python benchmarks/quality_scale.py --max-log2 14
+    python benchmarks/quality_scale.py --min-log2 14 --max-log2 20 --step 3 --refine-pairs 16
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def one_size(log2n: int, auto_limit: float, workers: int) -> dict:
+def one_size(log2n: int, auto_limit: float, workers: int, refine_pairs: int | None = None,
+             ms_levels: int | None = None) -> dict:
     import numpy as np
     import scipy.sparse as sp
 
@@ -49,22 +52,29 @@ def one_size(log2n: int, auto_limit: float, workers: int) -> dict:
     start = np.random.default_rng(0).permutation(n)  # scrambled task ids: the mapping has work to do
     g = CommGraph(g.bytes[start][:, start])
     t = time.perf_counter()
-    pe = map_tasks(g, topo, method="multisection", preset="fast").pe_of_task
+    levels = {} if ms_levels is None else {"levels": ms_levels}
+    pe = map_tasks(g, topo, method="multisection", preset="fast", **levels).pe_of_task
     t_ms = time.perf_counter() - t
     t = time.perf_counter()  # the same multisection in worker processes (pool start included)
-    same = np.array_equal(pe, map_tasks(g, topo, method="multisection", preset="fast", workers=workers).pe_of_task)
+    same = np.array_equal(pe, map_tasks(g, topo, method="multisection", preset="fast", workers=workers,
+                                        **levels).pe_of_task)
     t_par = time.perf_counter() - t
-    _, st = refine_swaps(g, topo, pe, depth=10)
+    _, st = refine_swaps(g, topo, pe, depth=10, max_evaluations=None if refine_pairs is None else refine_pairs * n)
     peak_ms = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    t = time.perf_counter()
-    auto_pe = map_tasks(g, topo, method="auto", time_limit=auto_limit).pe_of_task
-    t_auto = time.perf_counter() - t
-    return {"n": n, "m": int(g.symmetric.nnz), "multisection_s": t_ms, "refine_s": st.seconds,
-            "parallel_s": t_par, "parallel_same": same,
-            "auto_s": t_auto, "auto_gain": 1 - mapping_cost(g, topo, auto_pe) / st.j_end, "peak_ms_mb": peak_ms,
-            "passes": st.passes, "pairs": st.evaluated, "pairs_per_s": st.evaluated_per_s,
-            "gain": 1 - st.j_end / st.j_start,
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    j_given = mapping_cost(g, topo, np.arange(n))
+    out = {"n": n, "m": int(g.symmetric.nnz), "multisection_s": t_ms, "refine_s": st.seconds,
+           "parallel_s": t_par, "parallel_same": same, "peak_ms_mb": peak_ms,
+           "passes": st.passes, "pairs": st.evaluated, "pairs_per_s": st.evaluated_per_s,
+           "gain": 1 - st.j_end / st.j_start, "ms_ref_j": st.j_end / j_given}
+    for key, procs in (("auto", 1), ("auto_par", workers)):
+        t = time.perf_counter()
+        m = map_tasks(g, topo, method="auto", time_limit=auto_limit, workers=procs)
+        out[key + "_s"], out[key + "_cut"] = time.perf_counter() - t, m.deadline_hit
+        out[key + "_j"] = mapping_cost(g, topo, m.pe_of_task) / j_given
+    out["auto_gain"] = 1 - out["auto_j"] * j_given / st.j_end
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["children_peak_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return out
 
 
 def main(argv=None) -> int:
@@ -72,31 +82,48 @@ def main(argv=None) -> int:
     ap.add_argument("--min-log2", type=int, default=10)
     ap.add_argument("--max-log2", type=int, default=16)
     ap.add_argument("--auto-limit", type=float, default=10.0, help="auto's --time-limit at every size")
-    ap.add_argument("--workers", type=int, default=2, help="processes for the parallel multisection column")
+    ap.add_argument("--step", type=int, default=1, help="log2 n grows by this much per row")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="processes for the parallel multisection and auto columns")
+    ap.add_argument("--refine-pairs", type=int, default=None,
+                    help="stop the refinement after this many pairs per task (default: when a pass gains nothing)")
+    ap.add_argument("--ms-levels", type=int, default=None,
+                    help="partition only the top N levels in the multisection columns (the given order below)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--plot", default="benchmarks/results/quality_scale.png")
+    ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
     if args.one is not None:
-        print(json.dumps(one_size(args.one, args.auto_limit, args.workers)))
+        print(json.dumps(one_size(args.one, args.auto_limit, args.workers, args.refine_pairs, args.ms_levels)))
         return 0
     print("load average:", Path("/proc/loadavg").read_text().strip())
-    print(f"{'n':>7} {'m':>8} {'multisect s':>11} {'x' + str(args.workers) + ' procs s':>11} {'refine s':>9} "
+    w = str(args.workers)
+    print(f"{'n':>7} {'m':>8} {'multisect s':>11} {'x' + w + ' procs s':>11} {'refine s':>9} "
           f"{'passes':>6} {'pairs/s':>10} "
-          f"{'gain':>6} {'MB ms+ref':>9} {'us/(n+m)':>9} {'auto s':>7} {'vs ms+ref':>9} {'peak MB':>8}")
+          f"{'gain':>6} {'J ms+ref':>8} {'MB ms+ref':>9} {'us/(n+m)':>9} {'auto s':>7} {'J auto':>7} "
+          f"{'auto x' + w + ' s':>10} {'J auto x' + w:>10} {'vs ms+ref':>9} {'peak MB':>8}")
+    print("(J: over the given order's; *: the deadline cut auto; !: the parallel mapping differs)")
     results = []
-    for k in range(args.min_log2, args.max_log2 + 1):
-        out = subprocess.run([sys.executable, __file__, "--one", str(k), "--auto-limit", str(args.auto_limit),
-                              "--workers", str(args.workers)],
-                             capture_output=True, text=True, check=True, cwd=ROOT)
+    for k in range(args.min_log2, args.max_log2 + 1, args.step):
+        cmd = [sys.executable, __file__, "--one", str(k), "--auto-limit", str(args.auto_limit), "--workers", w]
+        if args.refine_pairs is not None:
+            cmd += ["--refine-pairs", str(args.refine_pairs)]
+        if args.ms_levels is not None:
+            cmd += ["--ms-levels", str(args.ms_levels)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         results.append(r)
         per = (r["multisection_s"] + r["refine_s"]) / (r["n"] + r["m"]) * 1e6
         same = "" if r["parallel_same"] else "!"  # ! = a different mapping: must not happen
         print(f"{r['n']:>7} {r['m']:>8} {r['multisection_s']:>11.2f} {r['parallel_s']:>10.2f}{same:1} "
               f"{r['refine_s']:>9.2f} {r['passes']:>6} "
-              f"{r['pairs_per_s']:>10.3g} {r['gain'] * 100:>5.1f}% {r['peak_ms_mb']:>9.0f} {per:>9.1f} "
-              f"{r['auto_s']:>7.2f} {r['auto_gain'] * 100:>8.2f}% {r['peak_mb']:>8.0f}", flush=True)
+              f"{r['pairs_per_s']:>10.3g} {r['gain'] * 100:>5.1f}% {r['ms_ref_j']:>8.4f} {r['peak_ms_mb']:>9.0f} "
+              f"{per:>9.1f} {r['auto_s']:>6.2f}{'*' if r['auto_cut'] else ' '} {r['auto_j']:>7.4f} "
+              f"{r['auto_par_s']:>9.2f}{'*' if r['auto_par_cut'] else ' '} {r['auto_par_j']:>10.4f} "
+              f"{r['auto_gain'] * 100:>8.2f}% {r['peak_mb']:>8.0f}", flush=True)
     print("load average:", Path("/proc/loadavg").read_text().strip())
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     if args.plot:
         import matplotlib
 

@@ -54,6 +54,15 @@ class Deadline:
         self.hit = True
         return False
 
+    def sooner(self, seconds: float) -> Deadline:
+        """A deadline ``seconds`` before this one (none without an end): the
+        one a stage gets when work that cannot be cut follows it.  Its
+        ``hit`` is its own; the caller carries it back."""
+        inner = Deadline()
+        inner.end = None if self.end is None else self.end - max(float(seconds), 0.0)
+        inner.hit = self.hit
+        return inner
+
     def remaining(self) -> float:
         """Seconds left (inf without an end)."""
         return math.inf if self.end is None else max(self.end - time.monotonic(), 0.0)

@@ -28,8 +28,13 @@ def test_budget_grows_the_plan_and_the_first_run_always_happens():
     (tiny, _), (big, _) = plan(g, topo, 0.0), plan(g, topo, 1000.0)
     assert [name for name, _, _ in tiny] == ["identity"]  # too small for a multisection: the given order
     assert big[0][0] == "multisection"
-    large = grid_graph(40, 40)  # beyond 1024 tasks an arbitrary given order is no start: partition first
-    assert plan(large, hierarchy_topology([4, 16, 25], [1, 10, 100]), 0.0)[0][0][0] == "multisection"
+    large, topo_large = grid_graph(40, 40), hierarchy_topology([4, 16, 25], [1, 10, 100])
+    # beyond 1024 tasks an arbitrary given order is a poor start: a whole multisection when it fits,
+    # else the top level's split alone when that fits (the given order below it), else the given order
+    first = [plan(large, topo_large, limit)[0][0] for limit in (1000.0, 0.1, 0.0)]
+    assert first[0][0] == "multisection" and "levels" not in first[0][1]
+    assert first[1][0] == "multisection" and first[1][1]["levels"] == 1
+    assert first[2][0] == "identity"
     assert len(big) > len(tiny) and any(o.get("preset") == "strong" for _, o, _ in big)
     # Mt-KaHyPar's default presets differ from call to call: auto's partitions use the repeatable ones
     mtk = [o for _, o, _ in big if o.get("backend") == "mtkahypar" and not o.get("steiner")]

@@ -182,3 +182,11 @@ def test_kernels_cache_somewhere_writable(monkeypatch):
     monkeypatch.setattr(numba.config, "CACHE_DIR", "/somewhere/the/user/chose")
     monkeypatch.setattr(jit, "_writable", lambda path: False)
     assert jit._fallback_cache_dir() is None
+
+
+def test_sooner_ends_earlier_and_keeps_no_end_as_none():
+    d = Deadline(100.0)
+    inner = d.sooner(30.0)
+    assert 69.0 < inner.remaining() < 70.5 and not inner.hit
+    assert Deadline().sooner(5.0).end is None
+    assert Deadline(1.0).sooner(10.0).expired()

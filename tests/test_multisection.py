@@ -120,3 +120,48 @@ def test_workers_give_the_same_mapping(monkeypatch):
     assert len(pools) >= 2  # the first two cases went through worker processes
     m = map_tasks(g, cases[0][0], method="multisection", workers="2", seed=2)
     assert np.array_equal(m.pe_of_task, ms.multisection_map(g, cases[0][0], seed=2))
+
+
+def test_many_children_are_split_through_groups():
+    # 130 nodes under the root (more than FANOUT_MAX): the root's tasks are
+    # split into groups of nodes first, then each group into its nodes
+    from rankmap.algorithms.construct import multisection as ms
+
+    g = grid_graph(26, 20)
+    topo = hierarchy_topology([4, 130], [1, 10])
+    assert topo.children(topo.root).size > ms.FANOUT_MAX
+    a = map_tasks(g, topo, method="multisection", preset="fast", seed=2).pe_of_task
+    assert sorted(a.tolist()) == list(range(520))
+    assert np.array_equal(a, map_tasks(g, topo, method="multisection", preset="fast", seed=2).pe_of_task)
+    # 2x2 blocks per node cut half the edges: J about 0.6 of a random placement's
+    assert mapping_cost(g, topo, a) < 0.65 * mapping_cost(g, topo, np.random.default_rng(0).permutation(520))
+    # the estimate of such a split adds the virtual levels' calls
+    assert ms.split_seconds(520, 2000, 130) > ms.split_seconds(520, 2000, 64) > 0
+
+
+def test_levels_partitions_only_the_top_and_keeps_the_given_order_below():
+    g = grid_graph(16, 16)
+    topo = hierarchy_topology([4, 16, 4], [1, 10, 100])
+    whole = map_tasks(g, topo, method="multisection", preset="fast", seed=1).pe_of_task
+    top = map_tasks(g, topo, method="multisection", preset="fast", seed=1, levels=1).pe_of_task
+    assert sorted(top.tolist()) == list(range(256))
+    assert np.array_equal(top // 64, whole // 64)  # the same top split
+    for node in range(4):  # inside a node: its tasks in the given order
+        tasks = np.flatnonzero(top // 64 == node)
+        assert np.array_equal(top[tasks], node * 64 + np.arange(64))
+
+
+def test_a_partitioning_call_the_deadline_cannot_afford_is_not_made(monkeypatch):
+    # priced above the time left: the in-order split instead, the cut recorded
+    from rankmap.algorithms.construct import multisection as ms
+    from rankmap.deadline import Deadline
+
+    calls = []
+    monkeypatch.setattr(ms, "partition_seconds", lambda *a: 3600.0)
+    monkeypatch.setattr(ms, "partition_graph", lambda *a, **k: calls.append(a))
+    g = grid_graph(16, 16)
+    topo = hierarchy_topology([4, 16, 4], [1, 10, 100])
+    d = Deadline(600.0)
+    pe = ms.multisection_map(g, topo, preset="fast", deadline=d)
+    assert d.hit and not calls
+    assert sorted(pe.tolist()) == list(range(256))

@@ -113,3 +113,48 @@ def test_refine_option_of_map_tasks():
         map_tasks(g, topo, method="random", refine="maybe")
     with pytest.raises(ValueError, match="depth"):
         swap_refine(g, topo, plain.pe_of_task, depth="n3")
+
+
+def test_balls_are_the_bfs_balls_whole_levels_up_to_the_cap():
+    # the compiled BFS against a plain one: every task within `depth` hops,
+    # levels added whole while the ball holds fewer than `cap` tasks
+    from collections import deque
+
+    from rankmap.algorithms.refine.swaps import _ball_pairs
+
+    adj = grid_graph(9, 7).symmetric
+    n = adj.shape[0]
+    for depth, cap in ((1, 256), (3, 10), (10, 256), (10, 30)):
+        got = set()
+        for U, V in _ball_pairs(adj, depth, cap, np.random.default_rng(1), Deadline()):
+            assert np.all(U < V)
+            got |= set(zip(U.tolist(), V.tolist()))
+        want = set()
+        for s in range(n):
+            dist, level, q = {s: 0}, [s], deque()
+            for d in range(1, depth + 1):
+                if len(dist) >= cap:
+                    break
+                nxt = [y for x in level for y in adj.indices[adj.indptr[x]:adj.indptr[x + 1]].tolist()]
+                level = [y for y in dict.fromkeys(nxt) if y not in dist]
+                if not level:
+                    break
+                dist.update({y: d for y in level})
+            want |= {(s, v) for v in dist if s < v}
+        assert got == want
+
+
+def test_more_tasks_than_a_block_still_refine_exactly():
+    # beyond BLOCK_TASKS the pairs come block by block in rounds, on tasks
+    # renumbered by tree position: the result is a permutation of the
+    # original tasks, J tracked exactly, the same for the same seed
+    from rankmap.algorithms.refine.swaps import BLOCK_TASKS
+
+    g = grid_graph(80, 64)
+    assert g.n > BLOCK_TASKS
+    topo = hierarchy_topology([4, 16, 80], [1, 10, 100])
+    start = np.random.default_rng(0).permutation(g.n)
+    pe, st = refine_swaps(g, topo, start, depth=3, max_passes=2, seed=4)
+    assert sorted(pe.tolist()) == list(range(g.n))
+    assert st.j_end == pytest.approx(mapping_cost(g, topo, pe)) and st.j_end < 0.95 * st.j_start
+    assert np.array_equal(pe, refine_swaps(g, topo, start, depth=3, max_passes=2, seed=4)[0])

@@ -40,7 +40,7 @@ from ...graph import CommGraph
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
 from .. import register
-from .partition import BACKENDS, mtkahypar_map, partition_graph, repair_balance
+from .partition import BACKENDS, mtkahypar_map, partition_graph, partition_seconds, repair_balance
 
 
 def _height(topology: Topology) -> np.ndarray:
@@ -123,7 +123,7 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      eps: float | None = None, backend: str = "kahip", preset: str = "eco",
                      threads: int = 1, steiner: bool = False, tries: int = 1,
                      fast_below: float = 0.0, deterministic: bool = False,
-                     slack_by_distance: bool = False, workers: int = 1,
+                     slack_by_distance: bool = False, workers: int = 1, levels: int | None = None,
                      deadline: Deadline | None = None) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
     ``topology`` (see the module docstring).  With ``tries`` > 1 every
@@ -144,7 +144,10 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     ``workers`` > 1: once the top levels have made enough independent
     subtrees, they are multisected in that many processes.  A sub-problem's
     seed is ``seed`` plus its tree node (plus the try), so the result is the
-    same for any number of workers."""
+    same for any number of workers.  ``levels``: only the top that many
+    splitting levels are partitioned, the tasks of each subtree below are
+    placed in the given order (``_place_in_order``): the expensive cuts at
+    a fraction of the calls, for a refinement to finish."""
     if backend not in BACKENDS + ("both",):
         raise ValueError(f"unknown partitioning backend {backend!r}; choose from {', '.join(BACKENDS + ('both',))}")
     if steiner and backend == "both":
@@ -163,10 +166,13 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     deadline = Deadline.of(deadline)
     pe_of_task = np.full(n, -1, dtype=np.int64)
     frontier = [(topology.root, np.arange(n, dtype=np.int64))]
-    parallel = workers > 1 and n >= PARALLEL_MIN_TASKS
-    while frontier and not deadline.expired() and (not parallel or len(frontier) < SUBTREES_PER_WORKER * workers):
+    parallel = workers > 1 and n >= PARALLEL_MIN_TASKS and levels is None
+    split = 0
+    while frontier and not deadline.expired() and (not parallel or len(frontier) < SUBTREES_PER_WORKER * workers) \
+            and (levels is None or split < levels):
         frontier = _split_level(setting, graph.symmetric, w, frontier, pe_of_task, deadline)
-    if frontier and deadline.expired():
+        split += 1
+    if frontier and (deadline.expired() or levels is not None):
         _place_in_order(setting, w, frontier, pe_of_task)
     elif frontier:  # the independent subtrees, each multisected whole by a worker
         jobs = [(node, graph.symmetric[tasks][:, tasks], w[tasks], deadline) for node, tasks in frontier]
@@ -249,6 +255,11 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
             continue
         if tasks.size == 0:
             continue
+        if s.one_to_one and s.height[node] == 1:
+            # leaves below: any order costs the same, and this is the
+            # order a partition into single-PE children would give
+            pe_of_task[tasks] = topology.leaf_start[children[:tasks.size]]
+            continue
         sub_seed = s.seed + node
         pes = topology.leaf_stop[children] - topology.leaf_start[children]
         adj = sym[tasks][:, tasks]
@@ -264,7 +275,7 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
                                  threads=s.threads)
             pe_of_task[tasks] = lo + repair_balance(adj, ws, part, caps)
             continue
-        block = _split(s, node, adj, ws, pes, sub_seed)
+        block = _split(s, node, adj, ws, pes, sub_seed, deadline)
         order = np.argsort(block, kind="stable")
         bounds = np.searchsorted(block[order], np.arange(children.size + 1))
         for i, child in enumerate(children.tolist()):
@@ -272,7 +283,8 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
     return below_next
 
 
-def _split(s: _Setting, node: int, adj, ws: np.ndarray, pes: np.ndarray, sub_seed: int) -> np.ndarray:
+def _split(s: _Setting, node: int, adj, ws: np.ndarray, pes: np.ndarray, sub_seed: int,
+           deadline: Deadline) -> np.ndarray:
     """The child (index) of every task of one sub-problem: the best cut of
     its tries, repaired to the children's capacities."""
     topology = s.topology
@@ -303,13 +315,76 @@ def _split(s: _Setting, node: int, adj, ws: np.ndarray, pes: np.ndarray, sub_see
     best_cut = np.inf
     for t in range(n_tries):
         backend = BACKENDS[t % 2] if s.backend == "both" else s.backend
-        raw = partition_graph(adj, ws, targets[live], sub_eps, backend=backend, preset=preset,
-                              seed=sub_seed + t, threads=s.threads, deterministic=s.deterministic)
+
+        def call(sub_adj, sub_ws, sub_targets, seed, backend=backend):
+            return partition_graph(sub_adj, sub_ws, sub_targets, sub_eps, backend=backend, preset=preset,
+                                   seed=seed, threads=s.threads, deterministic=s.deterministic)
+
+        raw = _grouped_partition(call, adj, ws, targets[live], capacity[live], sub_seed + t, deadline,
+                                 (backend, preset))
         cand = repair_balance(adj, ws, np.flatnonzero(live)[raw], capacity)
         cut = _cut(adj, cand)
         if cut < best_cut:
             block, best_cut = cand, cut
     return block
+
+
+FANOUT_MAX = 64  # a node with more children is split through groups of at most this many
+
+
+def _grouped_partition(call, adj, ws: np.ndarray, targets: np.ndarray, capacity: np.ndarray, seed: int,
+                       deadline: Deadline, kind: tuple) -> np.ndarray:
+    """``call(adj, ws, targets, seed)``'s blocks for up to FANOUT_MAX
+    targets; beyond, the targets in consecutive groups of at most
+    FANOUT_MAX (virtual tree levels, all at the node's distance): the
+    tasks are split into the groups (repaired to the groups' capacities),
+    then each group's tasks into its targets, recursively.  One call into
+    2048 parts of a 2^17-task stencil took 14 s (KaHIP fast), into 32
+    groups 0.9 s: the partitioner's cost grows with the parts.  Every
+    call is priced first (``partition_seconds``); one the ``deadline``
+    does not allow, and every call after it, gives the in-order split
+    instead (``_in_order_blocks``), so no partitioning call runs past it."""
+    n, c = adj.shape[0], targets.size
+    if c <= FANOUT_MAX:
+        if deadline.expired() or not deadline.allows(partition_seconds(n, adj.nnz, c, *kind)):
+            return _in_order_blocks(ws, targets)
+        return call(adj, ws, targets, seed)
+    size = -(-c // FANOUT_MAX)  # targets per group
+    group_of = np.arange(c) // size
+    groups = int(group_of[-1]) + 1
+    top = _grouped_partition(call, adj, ws, np.bincount(group_of, weights=targets).astype(np.int64),
+                             np.bincount(group_of, weights=capacity), seed, deadline, kind)
+    top = repair_balance(adj, ws, top, np.bincount(group_of, weights=capacity))
+    block = np.empty(n, dtype=np.int64)
+    for g in range(groups):
+        members = np.flatnonzero(top == g)
+        lo, hi = g * size, min((g + 1) * size, c)
+        sub = adj[members][:, members]
+        # repaired inside the group (a few thousand tasks), not in one repair
+        # over every child, whose rounds each cost O(n)
+        part = _grouped_partition(call, sub, ws[members], targets[lo:hi], capacity[lo:hi], seed + 1 + g,
+                                  deadline, kind)
+        block[members] = lo + repair_balance(sub, ws[members], part, capacity[lo:hi])
+    return block
+
+
+def split_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: str = "fast") -> float:
+    """Estimated seconds of splitting ``n`` tasks into ``parts`` children
+    (``_grouped_partition``: the calls of one virtual level together see
+    every task once)."""
+    if parts <= FANOUT_MAX:
+        return partition_seconds(n, nnz, parts, backend, preset)
+    size = -(-parts // FANOUT_MAX)
+    return partition_seconds(n, nnz, -(-parts // size), backend, preset) + split_seconds(n, nnz, size, backend, preset)
+
+
+def _in_order_blocks(ws: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The tasks in the given order cut into consecutive runs of weight in
+    proportion to ``targets`` (the split a refused partitioning call
+    leaves; ``repair_balance`` fixes what whole tasks miss)."""
+    total = float(ws.sum())
+    before = (np.cumsum(ws) - ws) * (float(targets.sum()) / max(total, 1e-300))
+    return np.minimum(np.searchsorted(np.cumsum(targets), before, side="right"), targets.size - 1)
 
 
 _WORKER_SETTING = None  # a worker process's _Setting (sent once, by _worker_pool)
@@ -348,10 +423,11 @@ def _worker_pool(workers: int, setting: _Setting):
                           "fast_below=F: fast preset where a cut costs < F x the top level's, "
                           "slack=lemma|distance: imbalance per level as SharedMap or by distance, "
                           "deterministic=true: Mt-KaHyPar's repeatable presets, "
-                          "workers=N: sub-problems of a level in N processes, same result)")
+                          "workers=N: sub-problems of a level in N processes, same result, "
+                          "levels=N: only the top N levels partitioned, the given order below)")
 def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
                  steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, workers=1,
-                 deadline=None, **_):
+                 levels=None, deadline=None, **_):
     if str(slack) not in ("lemma", "distance"):
         raise ValueError(f"option slack={slack!r}: expected lemma or distance")
     return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
@@ -359,5 +435,6 @@ def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="
                             tries=int(tries), fast_below=float(fast_below),
                             slack_by_distance=str(slack) == "distance",
                             deterministic=str(deterministic).strip().lower() in ("1", "true", "yes", "on"),
-                            workers=int(workers), deadline=deadline)
+                            workers=int(workers), levels=None if levels is None else int(levels),
+                            deadline=deadline)
 

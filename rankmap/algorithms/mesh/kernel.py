@@ -160,13 +160,7 @@ def _graph_candidates(indptr, indices, nbr, w, slot, mark, stamp, buf, out):
             buf[count] = x
             count += 1
     for j in np.argsort(-w, kind="mergesort")[:8]:
-        x = nbr[j]
-        for e in range(indptr[x], indptr[x + 1]):
-            y = indices[e]
-            if mark[y] != stamp:
-                mark[y] = stamp
-                buf[count] = y
-                count += 1
+        count = refine_kernel.push_unmarked(indptr, indices, nbr[j], mark, stamp, buf, count)
     slots = np.sort(slot[buf[:count]])
     size = min(count, out.size)
     out[:size] = slots[:size]

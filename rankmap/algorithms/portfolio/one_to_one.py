@@ -170,7 +170,8 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
     multilevel_cost = _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK
                                     + _refine_cost(graph, topology, True))
-    runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
+    runs = [ms("kahip", "fast", seed), top_split(graph, topology, seed), ("identity", {"seed": seed}, 0.0),
+            ms("mtkahypar", "fast", seed),
             ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost), ms("kahip", "eco", seed),
             ms("mtkahypar", "fast", seed + 1), ("greedy_allc", {"seed": seed}, greedy_cost),
             ("treematch", {"seed": seed}, treematch_cost), ms("mtkahypar", "eco", seed, True),
@@ -178,6 +179,23 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
         runs += [ms("kahip", "strong", seed + i), ms("mtkahypar", "fast", seed + 2 + i)]
     return [r for r in runs if r[0] in METHODS]
+
+
+def top_split(graph, topology, seed: int = 0) -> tuple[str, dict, float]:
+    """The multisection of the top splitting level alone (KaHIP fast; the
+    given order inside each subtree), with its estimated seconds: the start
+    of an instance too large for a whole multisection within the budget
+    (on a 2^17-task stencil the top cut takes a few seconds, the 2048
+    16-way splits below it some 40 s at load 5).  Only where a whole
+    multisection does not fit (``_ordered``)."""
+    from ..construct.multisection import split_seconds
+
+    node = topology.root
+    while topology.children(node).size == 1:
+        node = int(topology.children(node)[0])
+    parts = int(topology.children(node).size)
+    cost = split_seconds(graph.n, graph.symmetric.nnz, max(parts, 1), "kahip", "fast")
+    return ("multisection", {"preset": "fast", "backend": "kahip", "seed": seed, "levels": 1}, cost)
 
 
 def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list[tuple[str, dict, float]], float]:
@@ -198,15 +216,22 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
 
 
 def _ordered(runs, budget: float, n: int):
-    """The candidates in the order auto tries them: when the budget cannot
-    even pay for the first multisection of a small instance (up to
-    N2_MAX_TASKS), the given order goes first (no partitioning: only its
-    refinement, which the budget limits, costs).  A larger instance always
-    starts with the multisection: refining an arbitrary given order of
-    2^15 tasks within a few seconds leaves J several times higher."""
-    if runs and runs[0][2] > budget and n <= N2_MAX_TASKS:
-        runs = sorted(runs, key=lambda r: r[2] > 0)  # stable: the zero-cost identity first
-    return runs
+    """The candidates in the order auto tries them.  The top level's split
+    alone (``top_split``, second) is a start only when the budget cannot
+    pay for the whole first multisection of a large instance; it then goes
+    first, since refining an arbitrary given order of 2^15 tasks within a
+    few seconds leaves J several times higher.  When the budget cannot pay
+    for that either, or for the first multisection of a small instance (up
+    to N2_MAX_TASKS), the given order goes first (no partitioning: only its
+    refinement, which the budget limits, costs)."""
+    if len(runs) < 2 or runs[1][1].get("levels") != 1:
+        return runs
+    whole, top, rest = runs[0], runs[1], runs[2:]
+    if whole[2] <= budget:
+        return [whole] + rest
+    if n > N2_MAX_TASKS and top[2] <= budget:
+        return [top] + rest
+    return sorted([whole] + rest, key=lambda r: r[2] > 0)  # stable: the zero-cost identity first
 
 
 @register("auto", "best J of multisection / GreedyAllC / TreeMatch runs with swap refinement "

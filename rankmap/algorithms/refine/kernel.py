@@ -187,3 +187,53 @@ def best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, order, tol, m
                 x = indices[e]
                 gamma[x] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, x)
     return n_moved
+
+
+
+@njit(cache=True, nogil=True)
+def push_unmarked(indptr, indices, x, mark, stamp, buf, count):
+    """Append the neighbours y of x with ``mark[y] != stamp`` to
+    ``buf[count:]``, marking them; returns the new count."""
+    for e in range(indptr[x], indptr[x + 1]):
+        y = indices[e]
+        if mark[y] != stamp:
+            mark[y] = stamp
+            buf[count] = y
+            count += 1
+    return count
+
+
+@njit(cache=True, nogil=True)
+def ball_pairs(indptr, indices, sources, depth, cap, mark, stamp, queue, out_u, out_v):
+    """Pairs (s, v), s < v, of every source s of ``sources`` in turn with
+    the tasks v of its ball: BFS from s up to ``depth`` levels, whole levels
+    kept, no further level once the ball holds ``cap`` tasks.  ``mark``
+    (n entries, below ``stamp`` on the first call) and ``queue`` (n
+    entries) are work space.  Stops at a source whose pairs do not fit in
+    ``out_u``/``out_v``; returns (sources done, pairs written, the next
+    stamp).  O(the balls' edges)."""
+    written = 0
+    for i in range(sources.size):
+        s = sources[i]
+        stamp += 1
+        mark[s] = stamp
+        queue[0] = s
+        head, tail = 0, 1
+        for _ in range(depth):
+            if tail >= cap:
+                break
+            level_end = tail
+            while head < level_end:
+                tail = push_unmarked(indptr, indices, queue[head], mark, stamp, queue, tail)
+                head += 1
+            if tail == level_end:
+                break
+        if written + tail > out_u.size:
+            return i, written, stamp
+        for j in range(tail):
+            v = queue[j]
+            if s < v:
+                out_u[written] = s
+                out_v[written] = v
+                written += 1
+    return sources.size, written, stamp

@@ -50,6 +50,8 @@ DEFAULT_DEPTH = 10
 DEFAULT_BALL_CAP = 256
 CACHE_PAIRS = 1 << 23  # 8M pairs, 64 MB as int32
 PAIR_SLICE = 1 << 14  # pairs between two checks of a work limit
+BLOCK_TASKS = 4096    # a pass takes the pairs of one block of tasks (by tree position) at a time ...
+BLOCK_ROUNDS = 8      # ... an eighth of them per visit of the block
 
 
 @dataclass
@@ -81,36 +83,26 @@ def _ragged(indptr: np.ndarray, rows: np.ndarray):
 
 def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator, deadline: Deadline):
     """Yield arrays (U, V), u < v, of the pairs within graph distance
-    ``depth``: sparse BFS from chunks of sources; a source stops growing
-    once its ball reaches ``cap`` tasks (whole BFS levels are kept).  Stops
-    early when ``deadline`` passes."""
+    ``depth``: BFS from blocks of consecutive sources (the blocks in random
+    order; ``kernel.ball_pairs``, compiled); a source stops growing once its
+    ball reaches ``cap`` tasks (whole BFS levels are kept).  Stops early
+    when ``deadline`` passes."""
+    from .kernel import ball_pairs
+
     n = adj.shape[0]
-    pattern = sp.csr_array((np.ones(adj.nnz, dtype=np.int8), adj.indices, adj.indptr), shape=adj.shape)
-    order = rng.permutation(n)
+    indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
     chunk = max(1, min(n, (1 << 20) // max(min(cap, n), 1)))
-    for start in range(0, n, chunk):
-        if deadline.expired():
-            return
-        src = order[start:start + chunk]
-        c = src.size
-        seen = sp.csr_array((np.ones(c, dtype=np.int8), (np.arange(c), src)), shape=(c, n))
-        frontier = seen
-        for _ in range(depth):
-            reach = (frontier @ pattern).astype(bool).astype(np.int8)
-            new = reach - reach.multiply(seen)
-            new.eliminate_zeros()
-            if new.nnz == 0:
-                break
-            seen = seen + new
-            growing = np.asarray(seen.sum(axis=1)).ravel() < cap
-            frontier = sp.csr_array(sp.diags_array(growing.astype(np.int8), dtype=np.int8) @ new)
-            frontier.eliminate_zeros()
-            if frontier.nnz == 0:
-                break
-        coo = seen.tocoo()
-        u, v = src[coo.row], coo.col.astype(np.int64)
-        keep = u < v
-        yield u[keep], v[keep]
+    mark, queue, stamp = np.zeros(n, dtype=np.int64), np.empty(n, dtype=np.int64), 0
+    out_u, out_v = np.empty(max(1 << 20, n), dtype=np.int64), np.empty(max(1 << 20, n), dtype=np.int64)
+    for start in (rng.permutation(-(-n // chunk)) * chunk).tolist():  # blocks of sources, in random order
+        src = np.arange(start, min(start + chunk, n), dtype=np.int64)
+        while src.size:
+            if deadline.expired():
+                return
+            done, written, stamp = ball_pairs(indptr, indices, src, int(depth), int(cap), mark, stamp, queue,
+                                              out_u, out_v)
+            yield out_u[:written].copy(), out_v[:written].copy()
+            src = src[done:]
 
 
 def _all_pairs(n: int, rng: np.random.Generator):
@@ -242,9 +234,11 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     cache: list = []
     kernel = _compiled_kernel(topology) if n > 1 else None
     if kernel is not None:
-        _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, deadline, max_passes, stats,
-                         max_evaluations)
-        stats.j_end = float(mapping_cost(graph, topology, s.pos))
+        back = _by_tree_position(s)
+        change = _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, deadline, max_passes, stats,
+                                  max_evaluations)
+        s.pos = s.pos[back]
+        stats.j_end = stats.j_start + change  # the gains summed: no O(m depth) pass after the deadline
         stats.seconds = time.perf_counter() - start
         return s.pos, stats
     out_of_time = False
@@ -274,6 +268,25 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     return s.pos, stats
 
 
+def _by_tree_position(s: _SwapState) -> np.ndarray:
+    """Renumber the tasks of ``s`` in the order of their PEs (the tree's
+    leaf order), so that tasks on nearby PEs, and so the graph neighbours
+    of a good mapping, sit at nearby indices: a pair and its neighbours
+    then share cache lines, and the blocked pair order of ``_pass_pairs``
+    keeps a pass inside a small part of the arrays.  Returns the
+    permutation that takes the renumbered positions back."""
+    order = np.argsort(s.pos, kind="stable")
+    back = np.empty_like(order)
+    back[order] = np.arange(order.size)
+    edges, _ = _ragged(s.indptr, order)
+    indptr = np.concatenate([[0], np.cumsum(np.diff(s.indptr)[order])])
+    s.adj = sp.csr_array((s.w[edges], back[s.indices[edges]], indptr), shape=s.adj.shape)
+    s.adj.sort_indices()
+    s.indptr, s.indices, s.w = s.adj.indptr, s.adj.indices, s.adj.data
+    s.pos, s.vw = s.pos[order], np.asarray(s.vw)[order]
+    return back
+
+
 def _compiled_kernel(topology):
     """The compiled pass and its distance-oracle arrays for this machine, or
     None where only the numpy path applies: tree machines use
@@ -295,8 +308,9 @@ def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, deadlin
     """Sequential first-improvement passes in compiled code (the pass of
     ``_compiled_kernel``), the deadline and the work limit checked between
     slices of PAIR_SLICE pairs (the slicing does not change the result: the
-    pass is sequential)."""
+    pass is sequential).  Returns the J change."""
     swap_pass, oracle_a, oracle_b = kernel
+    change = 0.0
     many = bool(s.many)
     vw = np.asarray(s.vw, dtype=np.float64)
     load = s.load if many else np.zeros(1)
@@ -308,15 +322,17 @@ def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, deadlin
         gained = 0
         for U, V in _pass_pairs(s.adj, depth, cap, rng, cache, deadline):
             for b in range(0, U.size, PAIR_SLICE):
-                ev, applied, _ = swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U[b:b + PAIR_SLICE],
-                                           V[b:b + PAIR_SLICE], many, vw, load, l_max, tol)
+                ev, applied, delta = swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U[b:b + PAIR_SLICE],
+                                               V[b:b + PAIR_SLICE], many, vw, load, l_max, tol)
+                change += delta
                 stats.evaluated += ev
                 stats.swaps += applied
                 gained += applied
                 if (max_evaluations is not None and stats.evaluated >= max_evaluations) or deadline.expired():
-                    return
+                    return change
         if gained == 0 or deadline.expired():
-            return
+            return change
+    return change
 
 
 def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline):
@@ -345,13 +361,23 @@ def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline):
                 perm = rng.permutation(U.size)
                 yield U[perm], V[perm]
             return
-        cache.append((np.concatenate([c[0] for c in chunks]).astype(np.int32) if chunks else np.zeros(0, np.int32),
-                      np.concatenate([c[1] for c in chunks]).astype(np.int32) if chunks else np.zeros(0, np.int32)))
-    U, V = cache[0]
-    perm = rng.permutation(U.size)
-    for b in range(0, U.size, 1 << 20):
-        p = perm[b:b + (1 << 20)]
-        yield U[p].astype(np.int64), V[p].astype(np.int64)
+        U = np.concatenate([c[0] for c in chunks]).astype(np.int32) if chunks else np.zeros(0, np.int32)
+        V = np.concatenate([c[1] for c in chunks]).astype(np.int32) if chunks else np.zeros(0, np.int32)
+        by_block = np.argsort(U // BLOCK_TASKS, kind="stable")
+        U, V = U[by_block], V[by_block]
+        bounds = np.searchsorted(U // BLOCK_TASKS, np.arange(0, -(-n // BLOCK_TASKS) + 1))
+        cache.append((U, V, bounds))
+    U, V, bounds = cache[0]
+    # every block's pairs in random order, cut into BLOCK_ROUNDS pieces; round r
+    # takes piece r of every block, the blocks in random order: each piece stays
+    # in a small part of the arrays, and every task has a share of its pairs
+    # looked at early in the pass (a pass cut short still touches every task)
+    blocks = [bounds[b] + rng.permutation(int(bounds[b + 1] - bounds[b])) for b in range(bounds.size - 1)]
+    for r in range(BLOCK_ROUNDS):
+        for blk in rng.permutation(len(blocks)).tolist():
+            p = blocks[blk]
+            piece = p[r * p.size // BLOCK_ROUNDS:(r + 1) * p.size // BLOCK_ROUNDS]
+            yield U[piece].astype(np.int64), V[piece].astype(np.int64)
 
 
 def _run_batch(s: _SwapState, U, V, tol, stats: RefineStats):
