@@ -366,8 +366,9 @@ def reference_time(res, peers) -> float:
 
 def _header(peers, ours):
     cols = " ".join(f"{p:>10}" for p in peers)
+    viem = f" {'auto/viem t':>9} {'viem s':>8}" if "viem" in peers else ""
     return f"{'instance':<22}{'n':>6} {'best peer':>12} {cols} " + " ".join(
-        f"{o + ' J':>10} {o + ' t':>9}" for o in ours)
+        f"{o + ' J':>10} {o + ' t':>9}" for o in ours) + viem
 
 
 def print_row(label, n, res, peers, ours, flush=False):
@@ -380,7 +381,8 @@ def print_row(label, n, res, peers, ours, flush=False):
     ref_t = reference_time(res, peers)
     cells = " ".join(f"{res[p][0] / best:>9.3f}{'*' if res[p][2] else ' '}" for p in peers)
     ours_cells = " ".join(f"{res[o][0] / best:>10.3f} {res[o][1] / max(ref_t, 1e-6):>9.2f}" for o in ours)
-    print(f"{label:<22}{n:>6} {best:>12.4g} {cells} {ours_cells}", flush=flush)
+    viem = f" {res['auto'][1] / max(res['viem'][1], 1e-6):>9.2f} {res['viem'][1]:>8.2f}" if "viem" in peers else ""
+    print(f"{label:<22}{n:>6} {best:>12.4g} {cells} {ours_cells}{viem}", flush=flush)
 
 
 def summarize(rows, peers, ours):
@@ -392,7 +394,9 @@ def summarize(rows, peers, ours):
     if "viem" in peers:
         for o in ours:
             tv = [res[o][1] / max(res["viem"][1], 1e-6) for _, _, res in rows]
-            print(f"{o:>10}: geomean wall time / VieM's {math.exp(np.mean(np.log(tv))):.2f}")
+            tg = [t for t, (label, _, _) in zip(tv, rows) if not label.startswith("traffic:")]
+            print(f"{o:>10}: geomean wall time / VieM's {math.exp(np.mean(np.log(tv))):.2f}"
+                  + (f" (graph models alone {math.exp(np.mean(np.log(tg))):.2f})" if tg else ""))
     for o in ours + peers:
         ratios, tr = [], []
         for _, _, res in rows:

@@ -5,7 +5,9 @@ with KaHIP, the given order (identity: when the tasks are blocks numbered
 by a recursive bisection, as in model creation, it is often the best
 start), multilevel V-cycles on the best of these
 (``construct/multilevel.py``: FM exchanges of task groups between nodes,
-which no swap sequence makes), multisection fast with Mt-KaHyPar (1
+which no swap sequence makes), KaHIP strong re-bisection of the heaviest
+pairs of nodes (``refine/rebisect.py``; as many pairs as the budget pays
+for, often none at the default budget), multisection fast with Mt-KaHyPar (1
 thread, its deterministic presets: the others differ from call to call),
 multisection eco with KaHIP, Mt-KaHyPar with a second seed, multisection
 with Mt-KaHyPar's own mapping (``map_onto_graph``, Steiner-tree
@@ -63,6 +65,7 @@ from ...deadline import Deadline
 from ...topology import Topology
 from .. import METHODS, register
 from ..refine.moves import move_refine
+from ..refine.rebisect import top_subtree_size
 from ..refine.swaps import refine_around, refine_swaps
 
 DEFAULT_TIME_LIMIT = 10.0  # seconds: the most auto plans without a time_limit ...
@@ -159,6 +162,20 @@ def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
     return calls * _PER_PARTITION_CALL[key] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[key]
 
 
+def _rebisect_pair_cost(graph, topology) -> float | None:
+    """Estimated seconds of re-bisecting one pair of top-level subtrees
+    (``refine/rebisect.py``): KaHIP strong on the pair's tasks and its share
+    of the edges, then a scan of each of its tasks in both orientations;
+    None when the tree has no such pairs."""
+    size = top_subtree_size(topology)
+    if size is None or graph.n > topology.n_pes:
+        return None
+    key = ("kahip", "strong")
+    edges = 2 * graph.symmetric.nnz * size / topology.n_pes
+    return _PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key] \
+        + 4 * size * _scan_seconds(graph, topology)
+
+
 def _steiner_cost(graph, topology) -> float:
     """Mt-KaHyPar's own mapping on the subtrees of at most 64 PEs: one call
     per such subtree (about k / 64) on its share of the edges."""
@@ -189,7 +206,11 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     multilevel_cost = _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK
                                     + _refine_cost(graph, topology, True))
     runs = [ms("kahip", "fast", seed), ("identity", {"seed": seed}, 0.0),
-            ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost), ms("mtkahypar", "fast", seed),
+            ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost)]
+    if _rebisect_pair_cost(graph, topology) is not None:  # priced with one pair: auto gives it what fits
+        runs.append(("multilevel", {"seed": seed, "start": "best", "rebisect": "strong"},
+                     multilevel_cost / _ML_CYCLES + _rebisect_pair_cost(graph, topology)))
+    runs += [ms("mtkahypar", "fast", seed),
             ms("kahip", "eco", seed), ms("mtkahypar", "fast", seed + 1), ms("mtkahypar", "eco", seed, True),
             ms("kahip", "strong", seed), ms("mtkahypar", "fast", seed + 2)]
     for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
@@ -262,11 +283,16 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
             break
         if tried and spent + cost + refine > _start_budget(budget, tried):
             continue  # the counted work left no room: a cheaper later one still may fit
+        opts = dict(opts)
+        if opts.get("rebisect"):  # as many subtree pairs (heaviest first) as the budget pays for
+            pair, k = _rebisect_pair_cost(graph, topology), topology.n_pes // top_subtree_size(topology)
+            opts["max_pairs"] = min(int((_start_budget(budget, tried) - spent - refine - cost) // pair) + 1,
+                                    k * (k - 1) // 2)
+            cost += (opts["max_pairs"] - 1) * pair
         if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
             break  # converged: the stronger presets keep finding the same J, or none does better
         if tried and not deadline.allows((cost + _first_use(opts)) * slowness(began, spent - spent_then)):
             continue  # it would end after the deadline (the first start is cut inside instead)
-        opts = dict(opts)
         run_seed = opts.pop("seed")
         if name == "multisection":  # the plan and the result do not depend on it
             opts["workers"] = int(workers)
