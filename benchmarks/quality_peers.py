@@ -218,6 +218,13 @@ def _write_peer_graph(graph: CommGraph, path: str, weights=None) -> None:
     half = sp.csr_array((integer_weights(sym.data) * 0.5, sym.indices, sym.indptr), shape=sym.shape)
     vw = None if weights is None else integer_weights(weights).astype(float)
     write_metis(CommGraph(half, vertex_weights=vw), path)
+    # the format field as three digits: SharedMap reads its 2nd and 3rd characters ("1" would
+    # make it read edge weights as neighbours); KaHIP/VieM read it as a number either way
+    text = Path(path).read_text().split("\n", 1)
+    head = text[0].split()
+    if len(head) > 2:
+        head[2] = head[2].zfill(3)
+        Path(path).write_text(" ".join(head) + "\n" + text[1])
 
 
 def _run_peer(cmd: list[str], out: str, n: int) -> np.ndarray:
