@@ -26,7 +26,7 @@ uses a free PE).
 Without a ``time_limit`` the budget is DEFAULT_EFFORT times the work of
 one KaHIP eco multisection plus a refinement (VieM's default run), at most
 DEFAULT_TIME_LIMIT seconds: on the benchmark models longer budgets gave
-J lower by 0.0-0.4 % (1.2 % on one instance) at five times the time.
+about the same J at several times the time (docs/quality.md).
 
 Budget and determinism: a work model (tasks, edges, tree nodes; fitted
 on an idle core of the development machine) prices every start before it
@@ -241,8 +241,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
 def _start_budget(budget: float, tried: int) -> float:
     """What the starts may spend: all of ``budget`` up to DIVERSE_STARTS
     starts, later ones leave SEARCH_SHARE to the iterated local search (on
-    the benchmark models its kicks gained 0.1-1.3 % where a further start
-    gained 0.0-0.5 %)."""
+    the benchmark models its kicks gained more than a further start)."""
     return budget if tried < DIVERSE_STARTS else budget * (1 - SEARCH_SHARE)
 
 

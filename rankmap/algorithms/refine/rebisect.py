@@ -1,10 +1,10 @@
 """Pairwise re-bisection of the top-level subtrees (one-to-one, uniform trees).
 
-On add32/256 Mt-KaHyPar's mapping is 3.4 % better than auto's and differs
-from it by 30 tasks on one pair of nodes, 26 of them one connected group
-(``benchmarks/quality_witness.py``, docs/quality.md): a better cut between
+A peer's better mapping can differ from auto's by one large connected
+group of tasks traded between two nodes (add32/256 against Mt-KaHyPar,
+``benchmarks/quality_witness.py``, docs/quality.md): a better cut between
 two nodes that neither swaps nor the V-cycles' FM exchanges (clusters of at
-most 16 tasks, loads drifting by a few) reach.  A strong bisection of the two
+most a quarter of a node, loads drifting by a few tasks) reach.  A strong bisection of the two
 nodes' tasks together does: KaHIP strong on the union (flows and
 multi-try FM), the split with the old counts kept exactly, the tasks that
 stay on their node keep their PEs, the others take the freed ones, and a
