@@ -30,6 +30,7 @@ from rankmap.algorithms import map_tasks  # noqa: E402
 from rankmap.algorithms.construct.multilevel import _place_in_leaves  # noqa: E402
 from rankmap.algorithms.portfolio.one_to_one import _refine_cost, _refine_start  # noqa: E402
 from rankmap.cost import evaluate, mapping_cost  # noqa: E402
+from rankmap.deadline import Deadline  # noqa: E402
 from rankmap.modelgen import model_graph  # noqa: E402
 from rankmap.topology.hierarchy import hierarchy_topology  # noqa: E402
 
@@ -64,16 +65,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("graph")
     ap.add_argument("k", type=int)
-    ap.add_argument("--peer", default="viem", choices=["viem", "sm-strong", "sm-eco"])
-    ap.add_argument("--time-limit", type=float, default=5.0)
+    ap.add_argument("--peer", default="viem", choices=["viem", "sm-strong", "sm-eco", "mtkahypar", "scotch",
+                                                       "treematch"])
+    ap.add_argument("--time-limit", type=float, default=None, help="auto's budget (default: its own)")
     args = ap.parse_args(argv)
     app = qp.read_metis((qp.DATA / "graphs" / f"walshaw/{args.graph}").with_suffix(".graph"))
     g = model_graph(app, 64 * args.k, seed=0)
     arities, dists = [4, 16, args.k], [1.0, 10.0, 100.0]
     topo = hierarchy_topology(arities, dists)
-    peer = qp.external_peers(0).get(args.peer)
+    peer = {**qp.external_peers(0),
+            "mtkahypar": lambda g, t, a, d: qp.mtkahypar_peer(g, a, d, 0),
+            "scotch": lambda g, t, a, d: qp.scotch_peer(g, a, d),
+            "treematch": lambda g, t, a, d: (map_tasks(g, t, method="treematch").pe_of_task, 0)}.get(args.peer)
     if peer is None:
-        print(f"{args.peer} is not built under RANKMAP_PEERS_DIR: nothing to compare")
+        print(f"{args.peer} is not built under RANKMAP_PEERS_DIR (or not installed): nothing to compare")
         return 1
     theirs, _ = peer(g, topo, arities, dists)
     ours = map_tasks(g, topo, method="auto", time_limit=args.time_limit).pe_of_task
@@ -89,9 +94,9 @@ def main(argv=None) -> int:
     print(f"  after relabelling: {node_moved.size} tasks on another node, {group_moved.size} in another group of 4")
     start = _place_in_leaves(theirs // 64, 64, topo.n_pes, ours)
     budget = _refine_cost(g, topo, True)
-    mixed, _ = _refine_start(g, topo, start, budget, 0)
+    mixed, _ = _refine_start(g, topo, start, budget, 0, Deadline())
     print(f"  peer's node partition + auto's placement inside nodes, refined: J {mapping_cost(g, topo, mixed):.0f}")
-    polished, _ = _refine_start(g, topo, theirs, budget, 0)
+    polished, _ = _refine_start(g, topo, theirs, budget, 0, Deadline())
     print(f"  peer's mapping after our swap refinement: J {mapping_cost(g, topo, polished):.0f}")
     if node_moved.size:
         src, dst = ours[node_moved] // 64, theirs[node_moved] // 64
@@ -109,7 +114,7 @@ def main(argv=None) -> int:
             leaf[tasks] = theirs[tasks] // 64
             if np.bincount(leaf, minlength=topo.n_pes // 64).max() > 64:
                 continue  # not an exchange on its own: part of a longer cycle
-            cand, _ = _refine_start(g, topo, _place_in_leaves(leaf, 64, topo.n_pes, ours), budget, 0)
+            cand, _ = _refine_start(g, topo, _place_in_leaves(leaf, 64, topo.n_pes, ours), budget, 0, Deadline())
             gains.append((a, b, tasks.size, mapping_cost(g, topo, cand) - j_ours))
         for a, b, size, d in gains:
             print(f"  exchange between nodes {a} and {b} ({size} tasks) alone, refined: J change {d:+.0f}")

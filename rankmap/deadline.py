@@ -40,10 +40,13 @@ class Deadline:
         return cls() if deadline is None else deadline
 
     def expired(self) -> bool:
-        """True once the end has passed (and from then on: ``hit``)."""
-        if not self.hit and self.end is not None and time.monotonic() >= self.end:
+        """True once the end has passed (and from then on: ``hit``).  A step
+        that ``allows`` refused sets ``hit`` too, but the time left still
+        goes to the steps that fit in it."""
+        if self.end is not None and time.monotonic() >= self.end:
             self.hit = True
-        return self.hit
+            return True
+        return False
 
     def allows(self, seconds: float) -> bool:
         """Whether a step expected to take ``seconds`` (and that cannot be

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.portfolio.one_to_one import iterated_search, kick, plan
+from rankmap.algorithms.portfolio.one_to_one import (DEFAULT_EFFORT, budget_of, budget_seconds, iterated_search,
+                                                     kick, plan)
 from rankmap.algorithms.refine.swaps import refine_around, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
 from rankmap.topology.hierarchy import hierarchy_topology
@@ -39,6 +40,23 @@ def test_budget_grows_the_plan_and_the_first_run_always_happens():
     # Mt-KaHyPar's default presets differ from call to call: auto's partitions use the repeatable ones
     mtk = [o for _, o, _ in big if o.get("backend") == "mtkahypar" and not o.get("steiner")]
     assert mtk and all(o.get("deterministic") for o in mtk)
+
+
+def test_default_budget_follows_the_instance_and_plans_the_multilevel_start_early():
+    g = grid_graph(12, 12)
+    topo = hierarchy_topology([4, 4, 9], [1, 10, 100])
+    default = budget_of(g, topo, None)
+    assert 0 < default < budget_seconds(None) and budget_of(g, topo, 5.0) == budget_seconds(5.0)
+    big = grid_graph(40, 40)
+    big_topo = hierarchy_topology([4, 16, 25], [1, 10, 100])
+    assert default < budget_of(big, big_topo, None) <= budget_seconds(None)  # more work, more time, capped
+    starts, spent = plan(g, topo, None)
+    names = [(name, o.get("backend"), o.get("rebisect")) for name, o, _ in starts]
+    assert names[:3] == [("multisection", "kahip", None), ("identity", None, None), ("multilevel", None, None)]
+    assert "greedy_allc" not in [name for name, _, _ in plan(g, topo, 1000.0)[0]]
+    assert spent <= default * (1 + 1e-9) and DEFAULT_EFFORT > 1
+    # the re-bisection of node pairs is a start when a budget pays for it
+    assert any(o.get("rebisect") == "strong" for _, o, _ in plan(g, topo, 1000.0)[0])
 
 
 def test_auto_finds_planted_optimum_and_maps_many_to_one():

@@ -44,6 +44,7 @@ def test_deadline_object():
     assert not copy.expired() and 0 < copy.remaining() <= GENEROUS
     assert copy.allows(1.0) and not copy.hit and never.allows(1e9)
     assert not copy.allows(2 * GENEROUS) and copy.hit  # a step refused for want of time changes the result
+    assert not copy.expired()  # ... but the time left still goes to the steps that fit in it
 
 
 @pytest.mark.parametrize("method, options", [

@@ -9,6 +9,7 @@ from rankmap.algorithms import map_tasks
 from rankmap.algorithms.construct.coarsen import contract, heavy_edge_matching
 from rankmap.algorithms.construct.multilevel import multilevel_map
 from rankmap.algorithms.refine.exchange import exchange_refine
+from rankmap.algorithms.refine.rebisect import rebisect_pairs
 from rankmap.algorithms.refine.swaps import refine_swaps
 from rankmap.cost import mapping_cost
 from rankmap.mapping import balance_report
@@ -135,3 +136,22 @@ def test_fm_keeps_capacities_and_reports_its_gain(seed):
     assert gain > 0 and cut(new) == pytest.approx(cut(block) - gain)
     moved = np.flatnonzero(new != block)  # only between siblings 0-1 and 2-3
     assert np.all(block[moved] // 2 == new[moved] // 2)
+
+
+def test_rebisect_restores_split_groups_and_never_loses():
+    g, best = planted_hierarchy([4, 4, 4], [100, 10, 1], seed=2)
+    topo = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    j_best = mapping_cost(g, topo, best)
+    # half of node 0's group (two groups of 4 tasks) traded for half of node 1's: every single swap loses
+    start = best.copy()
+    a = np.flatnonzero((best >= 0) & (best < 8))
+    b = np.flatnonzero((best >= 16) & (best < 24))
+    start[a], start[b] = best[b], best[a]
+    swapped, _ = refine_swaps(g, topo, start, depth="n2")
+    assert mapping_cost(g, topo, swapped) > j_best
+    fixed = rebisect_pairs(g, topo, start, preset="strong", seed=0)
+    assert np.array_equal(np.sort(fixed), np.arange(64))
+    assert mapping_cost(g, topo, fixed) == j_best
+    assert np.array_equal(rebisect_pairs(g, topo, best, preset="fast", max_pairs=1), best)  # nothing to gain
+    with pytest.raises(ValueError, match="rebisect"):
+        map_tasks(g, topo, method="multilevel", rebisect="nonsense")

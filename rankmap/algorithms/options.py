@@ -16,7 +16,8 @@ import math
 #: (``coarse_max``, ``coarse_time_limit``: reorder_comm's distributed multilevel path)
 GENERAL = ("refine", "refine_depth", "time_limit", "work_limit", "coarse_max", "coarse_time_limit")
 #: options that count something: whole numbers >= 1
-COUNTS = ("workers", "threads", "tries", "rounds", "replicas", "max_tasks", "cycles", "coarse_max", "levels")
+COUNTS = ("workers", "threads", "tries", "rounds", "replicas", "max_tasks", "cycles", "coarse_max", "levels",
+          "max_pairs")
 #: budgets: finite and > 0
 BUDGETS = ("time_limit", "work_limit", "coarse_time_limit")
 

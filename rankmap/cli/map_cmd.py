@@ -61,7 +61,7 @@ def add_arguments(p) -> None:
                    help="wall-clock limit on the mapping: the methods that search (auto, "
                         "refinement) plan their work for it and stop at it with the best mapping "
                         "so far (--json says \"deadline_hit\" when it cut the search; auto's "
-                        "default: 10)")
+                        "default: about twice VieM's work, at most 10)")
     p.add_argument("--work-limit", type=values.seconds, default=None, metavar="SECONDS",
                    help="the same budget counted in work, never read from the clock: the result "
                         "is the same on any machine (reproducible experiments); with "

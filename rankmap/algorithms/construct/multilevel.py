@@ -50,6 +50,7 @@ from ...topology.hierarchy import hierarchy_topology
 from .. import register
 from ..refine.exchange import exchange_refine
 from ..refine.moves import refine_moves
+from ..refine.rebisect import rebisect_pairs
 from ..refine.swaps import DEFAULT_DEPTH, refine_swaps
 from .coarsen import contract, heavy_edge_matching
 from .multisection import multisection_map
@@ -295,11 +296,14 @@ def vcycle(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int = 0, e
 
 
 def multilevel_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=None, start="multisection",
-                   cycles: int = MAX_CYCLES, preset: str = "fast",
-                   deadline: Deadline | None = None) -> np.ndarray:
+                   cycles: int = MAX_CYCLES, preset: str = "fast", rebisect: str | None = None,
+                   max_pairs: int | None = None, deadline: Deadline | None = None) -> np.ndarray:
     """A start (``"multisection"`` of the tasks, ``"coarsest"``: the
     construction above, or a mapping), then V-cycles while J drops and the
-    ``deadline`` allows; never returns a higher J than the start."""
+    ``deadline`` allows; with ``rebisect`` (a KaHIP preset) then the
+    re-bisection of top-level subtree pairs (``refine/rebisect.py``, at most
+    ``max_pairs``) and, when it gained, V-cycles again.  Never returns a
+    higher J than the start."""
     deadline = Deadline.of(deadline)
     if isinstance(start, str) and start == "coarsest":
         pe = construct(graph, topology, seed=seed, eps=eps, preset=preset, deadline=deadline)
@@ -310,8 +314,19 @@ def multilevel_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=N
         raise ValueError(f"option start={start!r}: expected multisection or coarsest")
     else:
         pe = np.asarray(start, dtype=np.int64)
-    j = mapping_cost(graph, topology, pe)
-    for c in range(int(cycles)):
+    pe, j = _vcycles(graph, topology, pe, mapping_cost(graph, topology, pe), seed, eps, int(cycles), deadline)
+    if rebisect and not deadline.expired():
+        cand = rebisect_pairs(graph, topology, pe, preset=rebisect, seed=seed, max_pairs=max_pairs,
+                              deadline=deadline)
+        cj = mapping_cost(graph, topology, cand)
+        if cj < j * (1 - 1e-9):
+            pe, j = _vcycles(graph, topology, cand, cj, seed + 1, eps, int(cycles), deadline)
+    return pe
+
+
+def _vcycles(graph, topology, pe, j: float, seed: int, eps, cycles: int, deadline: Deadline):
+    """V-cycles from ``pe`` (J ``j``) while J drops: (mapping, J)."""
+    for c in range(cycles):
         if deadline.expired():
             break
         cand = vcycle(graph, topology, pe, seed=seed + 101 * (c + 1), eps=eps, deadline=deadline)
@@ -319,14 +334,18 @@ def multilevel_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=N
         if cj >= j * (1 - 1e-9):
             break
         pe, j = cand, cj
-    return pe
+    return pe, j
 
 
 @register("multilevel", "integrated multilevel mapping (Faraj et al. 2020): V-cycles of heavy-edge "
                         "coarsening inside the subtrees of the current mapping, J-aware swaps and moves at "
                         "every level, while J drops (options: start=multisection|coarsest, cycles=N, "
-                        "preset=fast|eco|strong)")
+                        "preset=fast|eco|strong, rebisect=fast|eco|strong: then KaHIP re-bisects pairs "
+                        "of top-level subtrees, max_pairs=N)")
 def multilevel(graph, topology, *, seed=0, eps=None, start="multisection", cycles=MAX_CYCLES, preset="fast",
-               deadline=None, **_):
+               rebisect=None, max_pairs=None, deadline=None, **_):
+    if rebisect is not None and str(rebisect) not in ("fast", "eco", "strong"):
+        raise ValueError(f"option rebisect={rebisect!r}: expected fast, eco or strong")
     return multilevel_map(graph, topology, seed=seed, eps=eps, start=start, cycles=int(cycles),
-                          preset=str(preset), deadline=deadline)
+                          preset=str(preset), rebisect=None if rebisect is None else str(rebisect),
+                          max_pairs=None if max_pairs is None else int(max_pairs), deadline=deadline)

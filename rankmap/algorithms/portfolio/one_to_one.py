@@ -3,24 +3,30 @@
 Starts, each followed by swap refinement, cheap first: multisection fast
 with KaHIP, the given order (identity: when the tasks are blocks numbered
 by a recursive bisection, as in model creation, it is often the best
-start), multisection fast with Mt-KaHyPar (1 thread, its deterministic
-presets: the others differ from call to call), multilevel V-cycles on
-the best of these (``construct/multilevel.py``: FM exchanges of task
-groups between nodes, which no swap sequence makes), multisection eco with
-KaHIP, Mt-KaHyPar with a second seed, GreedyAllC (its start is cheap but
-2-3x worse above 1024 tasks, and refining it costs the most), TreeMatch
-when it is registered (its refined result mostly equals the given
-order's on the benchmark models, so it comes after the eco starts),
-multisection with Mt-KaHyPar's own mapping (``map_onto_graph``,
-Steiner-tree objective, 0.3-0.6 s per subtree of 64 PEs) on the subtrees
-of at most 64 PEs, then KaHIP strong and Mt-KaHyPar with further seeds
-in turn.  Neither backend wins everywhere (Mt-KaHyPar's cuts are much better
-on some many-to-one instances, KaHIP's on others), hence both.  What the
-budget leaves goes to an iterated local search on the best mapping
+start), multilevel V-cycles on the best of these
+(``construct/multilevel.py``: FM exchanges of task groups between nodes,
+which no swap sequence makes), KaHIP strong re-bisection of the heaviest
+pairs of nodes (``refine/rebisect.py``; as many pairs as the budget pays
+for, often none at the default budget), multisection fast with Mt-KaHyPar (1
+thread, its deterministic presets: the others differ from call to call),
+multisection eco with KaHIP, Mt-KaHyPar with a second seed, multisection
+with Mt-KaHyPar's own mapping (``map_onto_graph``, Steiner-tree
+objective, 0.3-0.6 s per subtree of 64 PEs) on the subtrees of at most 64
+PEs, then KaHIP strong and Mt-KaHyPar with further seeds in turn, and
+last TreeMatch (when registered), which was never the best start on the
+benchmark models (nor was GreedyAllC, no start any more).  Neither backend
+wins everywhere (Mt-KaHyPar's cuts are much better on some many-to-one
+instances, KaHIP's on others), hence both.  The starts after the first
+three leave SEARCH_SHARE of the budget to an iterated local search on the best mapping
 (one-to-one): kick 8 connected tasks, refine around them
 (``refine_around``), keep when J drops.  With fewer tasks than PEs the
 result finally alternates moves into free PEs with swaps (a swap never
 uses a free PE).
+
+Without a ``time_limit`` the budget is DEFAULT_EFFORT times the work of
+one KaHIP eco multisection plus a refinement (VieM's default run), at most
+DEFAULT_TIME_LIMIT seconds: on the benchmark models longer budgets gave
+about the same J at several times the time (docs/quality.md).
 
 Budget and determinism: a work model (tasks, edges, tree nodes; fitted
 on an idle core of the development machine) prices every start before it
@@ -59,9 +65,11 @@ from ...deadline import Deadline
 from ...topology import Topology
 from .. import METHODS, register
 from ..refine.moves import move_refine
+from ..refine.rebisect import top_subtree_size
 from ..refine.swaps import refine_around, refine_swaps
 
-DEFAULT_TIME_LIMIT = 10.0
+DEFAULT_TIME_LIMIT = 10.0  # seconds: the most auto plans without a time_limit ...
+DEFAULT_EFFORT = 1.6       # ... which is this many times a VieM-like run's work (budget_of)
 N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
 
 # seconds per unit of work, fitted on an idle core of the development
@@ -72,7 +80,7 @@ _PER_PARTITION_CALL = {("kahip", "fast"): 1.7e-4, ("kahip", "eco"): 3.1e-4, ("ka
                        ("mtkahypar", "fast"): 5.9e-4}  # Mt-KaHyPar 1 thread, deterministic presets ...
 _PER_EDGE_LEVEL = {("kahip", "fast"): 1.75e-6, ("kahip", "eco"): 5e-6, ("kahip", "strong"): 1.45e-5,
                    ("mtkahypar", "fast"): 1.33e-5}  # ... which cost the same for every preset
-_TREEMATCH = (0.05, 0.0, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge
+_TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge
 _PER_STEINER_CALL = 0.19   # Mt-KaHyPar map_onto_graph on one subtree of <= 64 PEs ...
 _PER_STEINER_EDGE = 5e-4   # ... plus this per edge in it (0.3-8.6 s per multisection measured)
 _PER_PAIR_EDGE = 2e-8      # compiled swap refinement: one neighbour of one pair looked at
@@ -84,14 +92,15 @@ MARGIN = 1.5  # the fits hold on the models they came from; a stencil of 2^11-2^
               # ran up to 2x slower, and the same machine 30% slower an hour later
 _REFINE_PASSES = 4    # typical passes until no gain from a good start
 FREE_PE_ROUNDS = 4    # fewer tasks than PEs: move/swap alternations at the end
-_PER_GREEDY_TASK = 7.2e-6  # GreedyAllC: per task and level
 _ML_CYCLES = 2              # multilevel on the best so far: V-cycles expected (it stops when one does not gain) ...
-_PER_ML_TASK = 2e-5         # ... each FM and coarsening work per task and tree level, plus a task-level refinement
-                            # (estimated from runs on the loaded machine, not yet fitted on an idle core)
+_PER_ML_TASK = 1.2e-5       # ... each FM and coarsening work per task and tree level, plus a task-level refinement
+                            # (fitted as a ratio to the KaHIP fast term timed in the same runs, 11 models of
+                            # 64-512 tasks on a loaded machine: the load cancels in the ratio)
 KICK_TASKS = 8        # iterated local search: tasks whose PEs one kick shuffles
 PATIENCE = 64         # ... and kicks without a gain before it stops, at least, and at least
 COVER_TOUCHES = 4     # enough kicks to touch every task this many times on average
 DIVERSE_STARTS = 3    # the three cheapest starts always run (when planned) ...
+SEARCH_SHARE = 0.3    # ... later ones leave this share of the budget to the iterated local search
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
 
@@ -101,6 +110,19 @@ def budget_seconds(time_limit: float | None) -> float:
     seconds: MARGIN below it, so a slower instance or machine stays near the
     limit."""
     return (DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)) / MARGIN
+
+
+def budget_of(graph, topology, time_limit: float | None) -> float:
+    """auto's budget in the work model's seconds.  A ``time_limit`` sets it
+    (``budget_seconds``); without one it is DEFAULT_EFFORT times the work of
+    one KaHIP eco multisection and one refinement (what VieM's default run
+    does), at most DEFAULT_TIME_LIMIT's budget: beyond the first starts,
+    the multilevel V-cycles and a short local search, further starts and
+    kicks rarely lower J (docs/quality.md)."""
+    if time_limit is not None:
+        return budget_seconds(time_limit)
+    work = _multisection_cost(graph, topology, "kahip", "eco") + _refine_cost(graph, topology, True)
+    return min(budget_seconds(None), DEFAULT_EFFORT * work)
 
 
 def _refine_depth(n: int):
@@ -140,6 +162,20 @@ def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
     return calls * _PER_PARTITION_CALL[key] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[key]
 
 
+def _rebisect_pair_cost(graph, topology) -> float | None:
+    """Estimated seconds of re-bisecting one pair of top-level subtrees
+    (``refine/rebisect.py``): KaHIP strong on the pair's tasks and its share
+    of the edges, then a scan of each of its tasks in both orientations;
+    None when the tree has no such pairs."""
+    size = top_subtree_size(topology)
+    if size is None or graph.n > topology.n_pes:
+        return None
+    key = ("kahip", "strong")
+    edges = 2 * graph.symmetric.nnz * size / topology.n_pes
+    return _PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key] \
+        + 4 * size * _scan_seconds(graph, topology)
+
+
 def _steiner_cost(graph, topology) -> float:
     """Mt-KaHyPar's own mapping on the subtrees of at most 64 PEs: one call
     per such subtree (about k / 64) on its share of the edges."""
@@ -166,18 +202,22 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
             cost += _steiner_cost(graph, topology)
         return ("multisection", opts, cost)
 
-    greedy_cost = graph.n * _PER_GREEDY_TASK * max(topology.max_depth, 1)
     treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
     multilevel_cost = _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK
                                     + _refine_cost(graph, topology, True))
     runs = [ms("kahip", "fast", seed), top_split(graph, topology, seed), ("identity", {"seed": seed}, 0.0),
-            ms("mtkahypar", "fast", seed),
-            ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost), ms("kahip", "eco", seed),
-            ms("mtkahypar", "fast", seed + 1), ("greedy_allc", {"seed": seed}, greedy_cost),
-            ("treematch", {"seed": seed}, treematch_cost), ms("mtkahypar", "eco", seed, True),
+            ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost)]
+    if _rebisect_pair_cost(graph, topology) is not None:  # priced with one pair: auto gives it what fits
+        runs.append(("multilevel", {"seed": seed, "start": "best", "rebisect": "strong"},
+                     multilevel_cost / _ML_CYCLES + _rebisect_pair_cost(graph, topology)))
+    runs += [ms("mtkahypar", "fast", seed),
+            ms("kahip", "eco", seed), ms("mtkahypar", "fast", seed + 1), ms("mtkahypar", "eco", seed, True),
             ms("kahip", "strong", seed), ms("mtkahypar", "fast", seed + 2)]
     for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
         runs += [ms("kahip", "strong", seed + i), ms("mtkahypar", "fast", seed + 2 + i)]
+    # last: on the 16 + 5 benchmark instances of docs/quality.md it was never the best start (refined:
+    # 1.004-1.005 x the best); GreedyAllC is not a start at all (refined: 1.05-2.06 x the best)
+    runs.append(("treematch", {"seed": seed}, treematch_cost))
     return [r for r in runs if r[0] in METHODS]
 
 
@@ -204,15 +244,22 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     refinements: the estimates alone decide, before any run.  auto runs
     them in this order and skips one that no longer fits once the counted
     refinement work is known."""
-    budget = budget_seconds(time_limit)
+    budget = budget_of(graph, topology, time_limit)
     refine = _refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
     for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, graph.n):
-        if chosen and spent + cost + refine > budget:
+        if chosen and spent + cost + refine > _start_budget(budget, len(chosen)):
             continue
         chosen.append((name, opts, cost))
         spent += cost + refine
     return chosen, spent
+
+
+def _start_budget(budget: float, tried: int) -> float:
+    """What the starts may spend: all of ``budget`` up to DIVERSE_STARTS
+    starts, later ones leave SEARCH_SHARE to the iterated local search (on
+    the benchmark models its kicks gained more than a further start)."""
+    return budget if tried < DIVERSE_STARTS else budget * (1 - SEARCH_SHARE)
 
 
 def _ordered(runs, budget: float, n: int):
@@ -249,7 +296,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
                          deadline=deadline)
     best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE
     best_j = mapping_cost(graph, topology, best_pe)
-    budget = budget_seconds(time_limit)
+    budget = budget_of(graph, topology, time_limit)
     refine = _refine_cost(graph, topology, True)
     spent, idle, repeats, tried = 0.0, 0, 0, 0
     began, spent_then = time.monotonic(), 0.0  # the pace is measured from the second start on
@@ -257,13 +304,18 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
     for name, opts, cost in starts:
         if deadline.expired():
             break
-        if tried and spent + cost + refine > budget:
+        if tried and spent + cost + refine > _start_budget(budget, tried):
             continue  # the counted work left no room: a cheaper later one still may fit
+        opts = dict(opts)
+        if opts.get("rebisect"):  # as many subtree pairs (heaviest first) as the budget pays for
+            pair, k = _rebisect_pair_cost(graph, topology), topology.n_pes // top_subtree_size(topology)
+            opts["max_pairs"] = min(int((_start_budget(budget, tried) - spent - refine - cost) // pair) + 1,
+                                    k * (k - 1) // 2)
+            cost += (opts["max_pairs"] - 1) * pair
         if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
             break  # converged: the stronger presets keep finding the same J, or none does better
         if tried and not deadline.allows((cost + _first_use(opts)) * slowness(began, spent - spent_then)):
             continue  # it would end after the deadline (the first start is cut inside instead)
-        opts = dict(opts)
         run_seed = opts.pop("seed")
         if name == "multisection":  # the plan and the result do not depend on it
             opts["workers"] = int(workers)

@@ -261,7 +261,7 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
         while carry_u.size and not out_of_time:
             carry_u, carry_v, n_applied = _run_batch(s, carry_u, carry_v, tol, stats)
             gained += n_applied
-        if gained == 0 or deadline.hit:
+        if gained == 0 or deadline.expired():
             break
     stats.j_end = s.j
     stats.seconds = time.perf_counter() - start
