@@ -193,7 +193,7 @@ def _tail_seconds(graph) -> float:
     """Estimated seconds of the whole-graph passes that follow a method's
     search and that no deadline cuts: the J of its last start, the check
     of the mapping, the comparison with the given order."""
-    return _TAIL_PASSES * _PER_COST_ENTRY * (graph.bytes.nnz + graph.n)
+    return _TAIL_PASSES * _PER_COST_ENTRY * (graph.n_edges + graph.n)
 
 
 def _limit(value, name: str) -> float | None:
