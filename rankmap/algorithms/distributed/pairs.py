@@ -114,7 +114,7 @@ class PairExchange(OwnerProtocol):
         state = {}
 
         def refine():
-            from ..refine.exchange import MAX_DRIFT, pair_fm
+            from ..refine.exchange import drifts_for, pair_passes
 
             vert = recs[recs[:, 0] == 0]
             vert = vert[np.argsort(vert[:, 1], kind="stable")]
@@ -125,23 +125,16 @@ class PairExchange(OwnerProtocol):
             u = np.searchsorted(ids, e[:, 1].astype(np.int64))
             v = np.searchsorted(ids, e[:, 3].astype(np.int64))
             o = np.lexsort((v, u))
-            u, v, w = u[o], v[o], e[o, 4]
+            u, v, w = u[o], v[o].astype(np.int64), e[o, 4]
             indptr = np.searchsorted(u, np.arange(len(ids) + 1)).astype(np.int64)
-            tol = 1e-12 * max(float(w.sum()), 1.0)
-            heaviest = float(vw.max(initial=0.0))
             gained = 0.0
             for a in np.unique(first[block]).tolist():
                 b = int(partner[a])
-                tasks = np.flatnonzero((block == a) | (block == b)).astype(np.int64)
-                best, best_gain = block, 0.0
-                for drift in (heaviest, max(float(MAX_DRIFT), 2.0 * heaviest)):
-                    cand = block.copy()
-                    g = pair_fm(indptr, v.astype(np.int64), w, vw, cand, tasks, a, b,
-                                self.limit[a], self.limit[b], drift, tol)
-                    if g > best_gain:
-                        best, best_gain = cand, g
-                block = best
-                gained += best_gain
+                inside = (block == a) | (block == b)  # the pair's own values: alike on any owner
+                drifts = drifts_for(vw[inside])
+                tol = 1e-12 * max(float(w[inside[u]].sum()), 1.0)
+                block, g = pair_passes(indptr, v, w, vw, block, a, b, self.limit[a], self.limit[b], drifts, tol)
+                gained += g
             state["gained"] = gained
             return self._owner(ids), np.column_stack([ids, block])
 
