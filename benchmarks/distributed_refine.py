@@ -530,6 +530,7 @@ def sim_plot(path: str, rows: list[dict]) -> None:
                 b.plot([r["P"] for r in ra], [r["J"] / r["J_auto"] for r in ra], ls, marker="s",
                        color=f"C{i + 2}", label=f"{kind}, {start}: J / J auto")
     a.axhline(30, color="r", lw=1, ls=":", label="target 30")
+    a.set_ylim(0, max([35] + [r["rounds"] + 5 for r in rows]))
     for ax in (a, b):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("P (tasks = ranks), serial simulation")
