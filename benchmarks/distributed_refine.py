@@ -4,7 +4,9 @@
         [--starts 3] [--central-seeds 5] [--replicas 8] [--kicks 0]
         [--mpi 16,32,64] [--mpi-only] [--in-program] [--plot FILE.png]
     python benchmarks/distributed_refine.py --simulate 9,10,11,12,13,14,15,16 [--sim-plot FILE.png]
-        [--sim-instances lulesh,stencil2d] [--auto-max 4096] [--forced] [--sim-json FILE]
+        [--sim-instances lulesh,stencil2d] [--sim-starts launch,random] [--auto-max 4096] [--forced]
+        [--sim-json FILE]
+    python benchmarks/distributed_refine.py --sim-from A.json,B.json [--sim-plot FILE.png]
     python benchmarks/distributed_refine.py --thousand      # the ~1000-rank instances
 
 Part 1 (quality): from the same start (the launch order, and --starts random
@@ -450,6 +452,7 @@ def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dic
     wall = time.perf_counter() - t
     return dict(graph=graph, pe=pe, J_start=mapping_cost(graph, topo, start), J=mapping_cost(graph, topo, pe),
                 rounds=res.rounds, lp=res.coarsening_rounds, swap_rounds=res.refine.rounds,
+                moves=len(res.group_moves), pairs=res.pair_rounds,
                 levels=res.level_sizes, J_projected=res.J_projected, wall=wall)
 
 
@@ -465,7 +468,7 @@ def simulate(args) -> list[dict]:
         for lg in args.simulate:
             p = 1 << lg
             graph, topo = sim_instance(kind, p)
-            for start_name in ("launch", "random"):
+            for start_name in args.sim_starts:
                 autos = {}
                 maxes = [4096] + ([p // 16] if args.forced and p <= 4096 else [])
                 for cmax in maxes:
@@ -480,6 +483,7 @@ def simulate(args) -> list[dict]:
                         j_auto, t_auto = autos[start_name]
                     row = dict(instance=kind, P=p, start=start_name, coarse_max=cmax,
                                levels=r["levels"], lp_rounds=r["lp"], swap_rounds=r["swap_rounds"],
+                               move_rounds=r["moves"], pair_rounds=r["pairs"],
                                rounds=r["rounds"], J_start=r["J_start"], J=r["J"],
                                J_projected=r["J_projected"], J_auto=j_auto, wall_s=r["wall"],
                                auto_s=t_auto, load=os.getloadavg()[0])
@@ -490,15 +494,19 @@ def simulate(args) -> list[dict]:
                           f"{r['J'] / j_auto:8.4f}{r['wall']:7.1f}{t_auto:7.1f}", flush=True)
                     if args.sim_json:
                         Path(args.sim_json).write_text(json.dumps(out, indent=1))
+    sim_summary(out)
+    return out
+
+
+def sim_summary(rows: list[dict]) -> None:
     for label, forced in (("default (coarse_max 4096)", False), ("forced coarsening (P/16)", True)):
-        ratios = np.array([r["J"] / r["J_auto"] for r in out if np.isfinite(r["J_auto"])
+        ratios = np.array([r["J"] / r["J_auto"] for r in rows if np.isfinite(r["J_auto"])
                            and (r["coarse_max"] != 4096) == forced])
         if len(ratios):
             print(f"J / auto, {label}: geometric mean {np.exp(np.mean(np.log(ratios))):.4f}, worst "
                   f"{ratios.max():.4f} over {len(ratios)} runs (target: geometric mean <= 1.02)")
-    print(f"most rounds at any P: {max(r['rounds'] for r in out)} (target: <= 30); "
+    print(f"most rounds at any P: {max(r['rounds'] for r in rows)} (target: <= 30); "
           f"load average {os.getloadavg()[0]:.2f}")
-    return out
 
 
 def sim_plot(path: str, rows: list[dict]) -> None:
@@ -522,6 +530,7 @@ def sim_plot(path: str, rows: list[dict]) -> None:
                 b.plot([r["P"] for r in ra], [r["J"] / r["J_auto"] for r in ra], ls, marker="s",
                        color=f"C{i + 2}", label=f"{kind}, {start}: J / J auto")
     a.axhline(30, color="r", lw=1, ls=":", label="target 30")
+    a.set_ylim(0, max([35] + [r["rounds"] + 5 for r in rows]))
     for ax in (a, b):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("P (tasks = ranks), serial simulation")
@@ -597,6 +606,7 @@ def main() -> None:
     ap.add_argument("--simulate", default="", metavar="LOG2S",
                     help="serial simulation of the multilevel path at P = 2^k for these k")
     ap.add_argument("--sim-instances", default="lulesh,stencil2d")
+    ap.add_argument("--sim-starts", default="launch,random", help="launch orders of the simulation")
     ap.add_argument("--sim-replicas", type=int, default=1,
                     help="copies in the multilevel path's swap rounds in the simulation")
     ap.add_argument("--auto-max", type=int, default=4096, help="centralised auto up to this P")
@@ -604,6 +614,7 @@ def main() -> None:
                     help="also coarse_max = P / 16 at P <= 4096 (the coarsening measured)")
     ap.add_argument("--sim-json", metavar="FILE", help="write the simulation rows as JSON")
     ap.add_argument("--sim-plot", metavar="FILE", help="plot rounds and J against P")
+    ap.add_argument("--sim-from", metavar="JSON[,JSON]", help="summarise and plot rows of --sim-json files")
     ap.add_argument("--thousand", action="store_true", help="the ~1000-task graphs only")
     ap.add_argument("--worker", metavar="GRAPH", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -613,9 +624,16 @@ def main() -> None:
     if args.thousand:
         thousand(args)
         return
+    if args.sim_from:  # rows of earlier runs: the summary and the plot
+        rows = [r for f in args.sim_from.split(",") for r in json.loads(Path(f).read_text())]
+        sim_summary(rows)
+        if args.sim_plot:
+            sim_plot(args.sim_plot, rows)
+        return
     if args.simulate:
         args.simulate = [int(x) for x in args.simulate.split(",") if x]
         args.sim_instances = [x for x in args.sim_instances.split(",") if x]
+        args.sim_starts = [x for x in args.sim_starts.split(",") if x]
         rows = simulate(args)
         if args.sim_plot:
             sim_plot(args.sim_plot, rows)

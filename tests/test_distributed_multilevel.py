@@ -8,6 +8,7 @@ import rankmap
 from rankmap.algorithms.distributed.balance import overflow_matching
 from rankmap.algorithms.distributed.coarsen import Coarsening, Level
 from rankmap.algorithms.distributed.multilevel import level_caps, machine_groups, multilevel_map
+from rankmap.algorithms.distributed.pairs import PairExchange, greedy_pairs
 from rankmap.algorithms.distributed.swap_rounds import LocalExchange, rows_of_graph, symmetric_rows
 from rankmap.topology import Topology, TreeNode
 
@@ -43,7 +44,7 @@ def test_level_caps_follow_the_machine():
 
 def test_machine_groups_cut_the_tree():
     topo = rankmap.topology_from_strings("4:3:2", "1:10:100")
-    groups, start, stop = machine_groups(topo, 2)
+    groups, start, stop, parent = machine_groups(topo, 2)
     assert groups.n_pes == 6 and np.array_equal(stop - start, np.full(6, 4))
     assert np.array_equal(start, np.arange(0, 24, 4))
     # distances between groups are the machine's
@@ -92,7 +93,9 @@ def test_multilevel_maps_one_to_one_exactly_and_never_loses(coarse_max):
     assert res.J_before == pytest.approx(rankmap.mapping_cost(g, topo, start))
     assert res.J_after < 0.5 * res.J_before
     assert (len(res.level_sizes) > 1) == (coarse_max < g.n)
-    assert res.rounds == sum(res.coarsening_rounds) + len(res.group_moves) + res.refine.rounds
+    assert res.rounds == sum(res.coarsening_rounds) + len(res.group_moves) + sum(res.pair_rounds) + \
+        res.refine.rounds
+    assert res.rounds <= 30 and (len(res.pair_rounds) > 0) == (coarse_max < g.n)
     again, _ = multilevel_map(g, topo, start, seed=2, replicas=2, coarse_max=coarse_max,
                               coarse_time_limit=0.05)
     assert np.array_equal(pe, again)
@@ -116,9 +119,56 @@ def test_an_owner_without_vertices_takes_part():
 
     empty = Rows(np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
                  np.zeros(0), 10)
-    groups = Groups(np.array([0, 4]), np.array([4, 8]), np.zeros((2, 2), dtype=np.int64), np.zeros((2, 2)), 8)
+    groups = Groups(np.array([0, 4]), np.array([4, 8]), np.zeros((2, 2), dtype=np.int64), np.zeros((2, 2)), 8,
+                    np.zeros(2, dtype=np.int64))
     moves = GroupMoves(empty, np.zeros(0), np.zeros((0, 0)), groups, LocalExchange(10))
     assert moves.run(2) == [0] and moves.error is None
+    pairs = PairExchange(empty, np.zeros(0), np.zeros(0), groups, np.array([4, 4]), LocalExchange(10))
+    assert pairs.run(2) == [0.0] and pairs.error is None
     co = Coarsening(Level(empty, np.zeros(0)), LocalExchange(10), cap=4)
     con, moved = co.run(2)
-    assert moved == [0] and len(con.coarse.rows.tasks) == 0 and con.members.shape == (0, 3)
+    assert moved == [0, 0] and len(con.coarse.rows.tasks) == 0  # a round, the lone round and con.members.shape == (0, 3)
+
+
+def test_the_lone_round_leaves_fewer_vertices_alone():
+    g = stencil3d(6)
+    ex = LocalExchange(g.n)
+    rows = symmetric_rows(np.arange(g.n), *rows_of_graph(g, np.arange(g.n)), ex)
+    alone = []
+    for lone in (False, True):
+        co = Coarsening(Level(rows, np.ones(g.n)), ex, cap=3, seed=1)
+        co.run(2, lone=lone)
+        sizes = np.bincount(np.unique(co.label, return_inverse=True)[1])
+        assert sizes.max() <= 3
+        alone.append(int((sizes == 1).sum()))
+    assert alone[1] < alone[0]
+
+
+def test_greedy_pairs_takes_the_heaviest_first():
+    partner = greedy_pairs(np.array([0, 1, 0, 2]), np.array([1, 2, 3, 3]), np.array([5.0, 9.0, 1.0, 2.0]), 5, 0)
+    assert partner.tolist() == [3, 2, 1, 0, -1]
+
+
+def test_pair_fm_fixes_a_bad_split_between_two_groups():
+    """A 4 x 8 grid split column-wise into 4 x 4 halves, but with the two
+    middle columns swapped: FM between the two sibling groups restores the
+    straight cut, loads stay at the capacity."""
+    from rankmap.algorithms.distributed.balance import Groups
+
+    side, n = 8, 32
+    idx = np.arange(n).reshape(4, side)
+    src = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    dst = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    g = rankmap.CommGraph.from_edges(src, dst, np.ones(len(src)), n=n)
+    ex = LocalExchange(n)
+    rows = symmetric_rows(np.arange(n), *rows_of_graph(g, np.arange(n)), ex)
+    col = np.arange(n) % side
+    group = (col >= 4).astype(np.int64)
+    group[col == 3], group[col == 4] = 1, 0
+    groups = Groups(np.array([0, 16]), np.array([16, 32]), np.zeros((2, 2), dtype=np.int64), np.zeros((2, 2)),
+                    32, np.zeros(2, dtype=np.int64))
+    pairs = PairExchange(rows, group, np.ones(n), groups, np.array([16, 16]), ex)
+    gains = pairs.run(3)
+    cut = lambda gr: int((gr[src] != gr[dst]).sum())  # noqa: E731
+    assert cut(pairs.group) == 4 < cut(group) and gains[0] > 0
+    assert np.bincount(pairs.group).tolist() == [16, 16]

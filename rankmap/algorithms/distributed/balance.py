@@ -40,6 +40,7 @@ class Groups:
     anc: np.ndarray
     dist: np.ndarray
     n_pes: int
+    parent: np.ndarray | None = None  # the tree node above each group (siblings share it)
 
     @property
     def cap(self) -> np.ndarray:

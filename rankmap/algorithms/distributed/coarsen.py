@@ -17,6 +17,11 @@ the global state only (the same for any number of owners):
      while the cluster stays within the size cap (departures this round are
      not counted, so the cap holds whatever the others decide);
   4. accepted vertices take the label and tell their old cluster's owner.
+A last round (the *lone* round) moves only the vertices left alone in their
+cluster: each joins the neighbouring cluster with more members it exchanges
+the most bytes with, within the cap (a vertex alone would otherwise stay a
+coarse vertex of weight 1 next to full clusters, which packs badly).  Each
+vertex learns its cluster's weight from the cluster's owner every round.
 Contraction sums the traffic between clusters at the owner of the cluster
 (sorted before summing, so the float sums are the same for any spread) and
 keeps the members of each cluster there for the projection back.
@@ -63,29 +68,52 @@ class Coarsening(OwnerProtocol):
         self.cluster_weight = self.weight.astype(np.float64).copy()  # of the cluster named after it
         self.turn = 0
 
-    def round(self) -> int:
-        """One round of label propagation; returns the vertices moved here."""
+    def _drawn(self, ids) -> np.ndarray:
+        """The vertices that may move this round (a seeded hash of id and round)."""
+        h = _hash_pairs(ids, np.full(len(ids), self.turn), self.seed + 0x1A9)
+        return h < MOVER_FRACTION * 2.0 ** 53
+
+    def _cluster_weights(self) -> np.ndarray | None:
+        """The weight of each local vertex's cluster (asked of its owner)."""
+        rows = self.rows
+        asked = self._send(lambda: (self._owner(self.label), np.column_stack([self.label, rows.tasks])))
+        got = self._send(lambda: (self._owner(asked[:, 1]), np.column_stack(
+            [asked[:, 1], self.cluster_weight[rows.local_index(asked[:, 0].astype(np.int64))]])))
+        return self._local(lambda: got[np.argsort(got[:, 0], kind="stable"), 1])
+
+    def round(self, lone: bool = False) -> int:
+        """One round of label propagation (``lone``: the vertices alone in
+        their cluster join a neighbouring cluster that has more members);
+        returns the vertices moved here."""
         rows = self.rows
         self.turn += 1
-        nb = self.neighbour_ids(self.rows, self.label)
+        own_w = self._cluster_weights()
+        nb = self.neighbour_values(self.rows, np.column_stack([self.label, own_w, self.weight]))
         state = {}
 
         def proposals():
             r = rows.row_of_entry
-            # traffic of each row to each neighbouring cluster
-            o = np.lexsort((nb, r))
-            rr, cc, ww = r[o], nb[o], rows.weights[o]
+            lab = nb[:, 0].astype(np.int64)
+            if lone:  # movers: the vertices alone; targets: through a neighbour not alone
+                mover = own_w <= self.weight
+                target = nb[:, 1] > nb[:, 2]
+            else:  # movers: half of the vertices, drawn by a hash of vertex and round
+                mover = self._drawn(rows.tasks)
+                target = np.ones(len(rows.cols), dtype=bool)
+            # traffic of each row to each neighbouring cluster (and its weight)
+            o = np.lexsort((lab, r))
+            rr, cc, ww, cw, tg = r[o], lab[o], rows.weights[o], nb[o, 1], target[o]
             first = np.ones(len(rr), dtype=bool)
             first[1:] = (rr[1:] != rr[:-1]) | (cc[1:] != cc[:-1])
-            conn = np.bincount(np.cumsum(first) - 1, weights=ww) if len(ww) else np.zeros(0)
-            rr, cc = rr[first], cc[first]
-            own = np.zeros(len(rows.tasks))
+            seg = np.cumsum(first) - 1
+            conn = np.bincount(seg, weights=ww) if len(ww) else np.zeros(0)
+            reach = np.bincount(seg, weights=tg, minlength=len(conn)) > 0
+            rr, cc, cw = rr[first], cc[first], cw[first]
             mine = cc == self.label[rr]
+            own = np.zeros(len(rows.tasks))
             own[rr[mine]] = conn[mine]
             gain = conn - own[rr]
-            drawn = _hash_pairs(rows.tasks, np.full(len(rows.tasks), self.turn), self.seed + 0x1A9)
-            mover = drawn < MOVER_FRACTION * 2.0 ** 53
-            ok = ~mine & (gain > 0) & mover[rr]
+            ok = ~mine & (gain > 0) & reach & mover[rr] & (cw + self.weight[rr] <= self.cap)
             rr, cc, gain = rr[ok], cc[ok], gain[ok]
             tb = _hash_pairs(rows.tasks[rr], cc, self.seed + 0x3C1 * self.turn)
             best = _best_per_group(rr, [gain, tb, -cc.astype(np.float64)])
@@ -166,7 +194,7 @@ class Coarsening(OwnerProtocol):
 
         return self._local(build)
 
-    def run(self, rounds: int, min_moved: float = 0.0) -> tuple[Contraction, list[int]]:
+    def run(self, rounds: int, min_moved: float = 0.0, lone: bool = True) -> tuple[Contraction, list[int]]:
         """``rounds`` rounds (fewer when a round moves at most ``min_moved``
         of the vertices), then the contraction; returns it and the vertices
         moved per round (the same on every owner)."""
@@ -177,6 +205,8 @@ class Coarsening(OwnerProtocol):
             moved.append(got)
             if got <= min_moved * n_vertices:
                 break
+        if lone:
+            moved.append(int(self._allreduce([self.round(lone=True)])[0]))
         out = self.contract()
         self._allreduce([0])
         return out, moved

@@ -17,9 +17,11 @@ need many rounds and cannot move a whole group of tasks to another node
   3. uncoarsening (``balance.GroupMoves``): at every level, moves of
      clusters between neighbouring groups that lower J (a few percent of
      room above a group's PEs on the coarse levels, none on the tasks';
-     the tasks of an overfull group move out where it costs least); members
-     inherit their cluster's group; on the task level each group lays its
-     tasks on its PEs, ordered by the clusters of every level around them;
+     the tasks of an overfull group move out where it costs least), then
+     FM between pairs of sibling groups (``pairs.PairExchange``: exchanges
+     of several vertices that no single move gains); members inherit their
+     cluster's group; on the task level each group lays its tasks on its
+     PEs, ordered by the clusters of every level around them;
   4. the swap rounds (``swap_rounds.SwapRounds``) refine the tasks' PEs.
 Every step is a function of the global state (sorted records, seeded
 hashes), so the result is the same for any number of owners; no owner holds
@@ -38,6 +40,7 @@ import numpy as np
 from ...deadline import Deadline
 from .balance import GroupMoves, Groups
 from .coarsen import Coarsening, Level
+from .pairs import PairExchange
 from .protocol import OwnerProtocol
 from .swap_rounds import (REPLICAS, Labels, LocalExchange, RoundsResult, SwapRounds,
                           block_tasks, pe_labels, rows_of_graph, symmetric_rows)
@@ -57,7 +60,9 @@ SLACKS = (0.03, 0.1, 0.25, 0.5, 1.0, 4.0)
 #: clusters hold at most this fraction of a group's PEs (room to pack them)
 CAP_FRACTION = 0.5
 #: rounds of moves between groups after the projection
-BALANCE_ROUNDS = 3
+BALANCE_ROUNDS = 2
+#: rounds of FM between pairs of sibling groups per level (``pairs``)
+PAIR_ROUNDS = 3
 #: room above its PEs a group may take on the coarse levels of the uncoarsening
 LEVEL_SLACK = 0.05
 #: rounds of all levels together: the swap rounds get what the levels leave,
@@ -88,10 +93,10 @@ def level_caps(topology: Topology) -> list[tuple[int, int]]:
     return out
 
 
-def machine_groups(topology: Topology, depth: int) -> tuple[Topology, np.ndarray, np.ndarray]:
+def machine_groups(topology: Topology, depth: int) -> tuple[Topology, np.ndarray, np.ndarray, np.ndarray]:
     """The machine cut at ``depth``: a topology whose leaves are the groups
-    at that depth (and PEs above it), with the distances above; and each
-    group's PE range [start, stop)."""
+    at that depth (and PEs above it), with the distances above; each
+    group's PE range [start, stop) and the tree node above it."""
     from ...topology import Topology as Topo, TreeNode
 
     t = topology
@@ -109,7 +114,7 @@ def machine_groups(topology: Topology, depth: int) -> tuple[Topology, np.ndarray
                        for k in kids.tolist()]
         stack.extend(reversed(list(zip(kids.tolist(), tn.children))))
     groups = np.asarray(groups, dtype=np.int64)  # DFS preorder: the coarse leaves' order
-    return Topo(nodes[0]), t.leaf_start[groups], t.leaf_stop[groups]
+    return Topo(nodes[0]), t.leaf_start[groups], t.leaf_stop[groups], t.parent[groups]
 
 
 def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: int, *,
@@ -132,7 +137,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
     graph = CommGraph.from_edges(np.searchsorted(ids, e[:, 1].astype(np.int64)),
                                  np.searchsorted(ids, e[:, 2].astype(np.int64)), e[:, 3], n=len(ids),
                                  vertex_weights=weight)
-    machine, start, stop = machine_groups(topology, topology.max_depth if depth is None else depth)
+    machine, start, stop, parent = machine_groups(topology, topology.max_depth if depth is None else depth)
     group_of = np.zeros(len(ids), dtype=np.int64)
     if depth is None:  # the tasks themselves: one task per PE
         group_of = map_tasks(graph, machine, method="auto", seed=seed,
@@ -154,7 +159,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
                     raise
     all_pes = np.arange(topology.n_pes)
     anc, dist = pe_labels(topology, all_pes)
-    groups = Groups(start, stop, anc[start], dist[start], topology.n_pes)
+    groups = Groups(start, stop, anc[start], dist[start], topology.n_pes, parent)
     packed = Labels(all_pes, anc, dist).pack()
     blocks = [packed[block_tasks(r, topology.n_pes, n_owners)] for r in range(n_owners)]
     return (ids, group_of, groups), blocks
@@ -175,6 +180,7 @@ class MultilevelResult:
     refine: RoundsResult | None = None
     kept_start: bool = False
     group_moves: list = field(default_factory=list)        # tasks moved per round
+    pair_rounds: list = field(default_factory=list)        # FM rounds between group pairs, per level
 
     @property
     def deadline_hit(self) -> bool:
@@ -192,7 +198,7 @@ class Multilevel(OwnerProtocol):
                  coarse_time_limit: float = COARSE_TIME_LIMIT, refine_rounds: int = REFINE_ROUNDS,
                  replicas: int = REPLICAS, kicks: int = 0, min_improvement: float = 1e-4,
                  cap_fraction: float = CAP_FRACTION, balance_rounds: int = BALANCE_ROUNDS,
-                 level_slack: float = LEVEL_SLACK, deadline: Deadline | None = None):
+                 level_slack: float = LEVEL_SLACK, pair_rounds: int = PAIR_ROUNDS, deadline: Deadline | None = None):
         super().__init__(exchange)
         self.deadline = deadline  # owner 0's ends the swap rounds (see SwapRounds.run)
         self.rows, self.start, self.caps, self.topology = rows, start, list(caps), topology
@@ -200,7 +206,7 @@ class Multilevel(OwnerProtocol):
         self.coarse_time_limit, self.refine_rounds = coarse_time_limit, refine_rounds
         self.replicas, self.kicks, self.min_improvement = replicas, kicks, min_improvement
         self.cap_fraction, self.balance_rounds = cap_fraction, balance_rounds
-        self.level_slack = level_slack
+        self.level_slack, self.pair_rounds = level_slack, pair_rounds
 
     def run(self) -> MultilevelResult:
         n = self.rows.n_tasks
@@ -228,26 +234,39 @@ class Multilevel(OwnerProtocol):
         # uncoarsening: moves between groups at every level (a little room
         # above the groups' PEs on the coarse levels, none on the tasks'),
         # then the members inherit their cluster's group
-        moved = []
+        moved, paired = [], []
         levels = [self.rows] + [c.coarse.rows for c in contractions]
         weights = [None] + [c.coarse.weight for c in contractions]
+        used = sum(lp_rounds)
         for i in range(len(contractions), -1, -1):
+            # this level's share of the rounds the swap rounds leave
+            share = max((ROUND_BUDGET - MIN_REFINE_ROUNDS - used) // (i + 1), 1)
             moves = GroupMoves(levels[i], group, key[:, :-1], self.groups, self.ex, seed=self.seed + i,
                                weight=weights[i], slack=self.level_slack if i else 0.0)
-            moved += moves.run(self.balance_rounds)
+            got = moves.run(min(self.balance_rounds, share))
+            moved += got
+            used += len(got)
+            pair_rounds = min(self.pair_rounds, share - len(got)) if contractions else 0
+            if pair_rounds > 0:
+                pairs = PairExchange(levels[i], moves.group, moves.weight, self.groups, moves.limit,
+                                     self.ex, seed=self.seed + i)
+                gains = pairs.run(pair_rounds)
+                paired.append(len(gains))
+                used += len(gains)
+                moves.group = pairs.group
+                moves.final_load = moves.loads()
             if i:
                 group, key = self._project(contractions[i - 1], moves.group, key)
         labels = moves.place(self.pe_labels, self.start.anc.shape[1])
         j_start = float(self._allreduce(SwapRounds(self.rows, self.start, self.ex, replicas=1).cost())[0])
         sr = SwapRounds(self.rows, labels, self.ex, seed=self.seed, replicas=self.replicas)
-        used = sum(lp_rounds) + len(moved)  # the swap rounds get what is left of the budget
         res = sr.run(max_rounds=max(min(self.refine_rounds, ROUND_BUDGET - used), MIN_REFINE_ROUNDS),
                      min_improvement=self.min_improvement, kicks=self.kicks, deadline=self.deadline)
         kept = res.J_after >= j_start  # the same on every owner: allreduced values
         out = self.start if kept else res.labels
         return MultilevelResult(out, j_start, min(res.J_after, j_start), res.J_before,
-                                sum(lp_rounds) + len(moved) + res.rounds, lp_rounds, sizes, res,
-                                bool(kept), moved)
+                                sum(lp_rounds) + len(moved) + sum(paired) + res.rounds, lp_rounds, sizes, res,
+                                bool(kept), moved, paired)
 
     def _central(self, level: Level, depth: int):
         """Gather the coarse graph on one owner and map it there; returns

@@ -111,6 +111,25 @@ def pair_fm(indptr, indices, w, vw, block, tasks, a, b, cap_a, cap_b, drift_max,
     return best if best_len > 0 else 0.0
 
 
+def pair_passes(indptr, indices, w, vw, block, a, b, cap_a, cap_b, drifts, tol) -> tuple[np.ndarray, float]:
+    """One FM pass between blocks ``a`` and ``b`` per drift in ``drifts``,
+    each from the same blocks; returns the best result and its gain."""
+    tasks = np.flatnonzero((block == a) | (block == b)).astype(np.int64)
+    best, best_gain = block, 0.0
+    for drift in drifts:
+        cand = block.copy()
+        g = pair_fm(indptr, indices, w, vw, cand, tasks, a, b, cap_a, cap_b, drift, tol)
+        if g > best_gain:
+            best, best_gain = cand, g
+    return best, best_gain
+
+
+def drifts_for(vw) -> tuple[float, float]:
+    """The two drifts of a pair (see ``exchange_refine``)."""
+    heaviest = float(np.max(vw, initial=0.0))
+    return heaviest, max(float(MAX_DRIFT), 2.0 * heaviest)
+
+
 def exchange_refine(adj: sp.csr_array, block, capacity, *, weights=None, parent=None,
                     rounds: int = MAX_ROUNDS) -> tuple[np.ndarray, float]:
     """FM between every pair of blocks that share traffic and, when
@@ -128,8 +147,7 @@ def exchange_refine(adj: sp.csr_array, block, capacity, *, weights=None, parent=
     block = np.asarray(block, dtype=np.int64).copy()
     capacity = np.asarray(capacity, dtype=np.float64)
     vw = np.ones(block.size) if weights is None else np.asarray(weights, dtype=np.float64)
-    heaviest = float(vw.max(initial=0.0))
-    drifts = (heaviest, max(float(MAX_DRIFT), 2.0 * heaviest))
+    drifts = drifts_for(vw)
     parent = None if parent is None else np.asarray(parent, dtype=np.int64)
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
     w = np.asarray(adj.data, dtype=np.float64)
@@ -148,15 +166,8 @@ def exchange_refine(adj: sp.csr_array, block, capacity, *, weights=None, parent=
         gained = 0.0
         for i in order.tolist():
             a, b = int(c.row[i]), int(c.col[i])
-            tasks = np.flatnonzero((block == a) | (block == b)).astype(np.int64)
-            best, best_gain = block, 0.0
-            for drift in drifts:
-                cand = block.copy()
-                g = pair_fm(indptr, indices, w, vw, cand, tasks, a, b, capacity[a], capacity[b], drift, tol)
-                if g > best_gain:
-                    best, best_gain = cand, g
-            block = best
-            gained += best_gain
+            block, g = pair_passes(indptr, indices, w, vw, block, a, b, capacity[a], capacity[b], drifts, tol)
+            gained += g
         total += gained
         if gained <= tol:
             break
