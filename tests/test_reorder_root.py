@@ -1,14 +1,17 @@
 """The centralised path's mapping step on the root (no MPI ranks needed):
 which method and refinement run, with what budget."""
 
+import sys
+
 import numpy as np
 import pytest
 
 import rankmap
 import rankmap.algorithms.portfolio.one_to_one as auto_module
+from rankmap.algorithms import AUTO_FIRST_CALL
 from rankmap.algorithms.distributed.swap_rounds import REPLICAS
 from rankmap.deadline import Deadline
-from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT, _map_on_root
+from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT, _map_on_root, call_seconds
 
 
 def ring_rows(p: int):
@@ -68,3 +71,14 @@ def test_a_given_time_limit_wins(planned):
 def test_unknown_refinement_is_refused():
     with pytest.raises(ValueError, match="refine must be"):
         _map_on_root(ring_rows(16), TOPO, np.arange(16), settings("greedy", "sideways"))
+
+
+def test_the_default_bound_pays_autos_first_start_once(monkeypatch):
+    # a first call in a process without numba: the default would leave auto no
+    # time to start (it would keep the given order); a given limit is the limit
+    monkeypatch.delitem(sys.modules, "numba", raising=False)
+    assert call_seconds({}, "auto") == IN_PROGRAM_TIME_LIMIT + AUTO_FIRST_CALL
+    assert call_seconds({}, "greedy") == IN_PROGRAM_TIME_LIMIT
+    assert call_seconds({"time_limit": 0.2}, "auto") == 0.2
+    monkeypatch.setitem(sys.modules, "numba", object())
+    assert call_seconds({}, "auto") == IN_PROGRAM_TIME_LIMIT
