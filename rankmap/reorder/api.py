@@ -287,8 +287,8 @@ def _centralised(comm, row, place, settings, deadline):
 def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
     """Root: gather the sparse rows into a graph, map, refine, never worse
     than the current placement; returns (task on each slot, info).  The
-    ``deadline`` (default: ``time_limit`` from now) bounds the mapping and
-    the refinement."""
+    ``deadline`` (default: ``call_seconds`` from now, as reorder_comm's)
+    bounds the mapping and the refinement."""
     from ..algorithms import map_tasks
 
     size = len(rows)
@@ -302,7 +302,7 @@ def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
     if settings["method"] == "auto":
         options.setdefault("time_limit", IN_PROGRAM_TIME_LIMIT)
     if deadline is None:
-        deadline = Deadline(options.get("time_limit", IN_PROGRAM_TIME_LIMIT))
+        deadline = Deadline(call_seconds(settings["options"], settings["method"]))
     mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"], deadline=deadline,
                         **options)
     refine = settings["refine"]
