@@ -175,3 +175,37 @@ def test_compile_reaches_every_kernel(capsys):
 
     assert main(["compile", "-q"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_the_program_exits_fast_with_every_output_whole(data_dir, tmp_path):
+    """``python -m rankmap`` leaves by ``os._exit`` (``cli.console``): what it
+    printed and wrote is complete, and its exit status is main's."""
+    graph = str(data_dir / "graphs/delaunay_n10.graph")
+    cmd = [sys.executable, "-m", "rankmap", "map", graph, *MACHINE, "--method", "greedy", "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert sorted(result["pe_of_task"]) == list(range(1024))
+    out = tmp_path / "order.rankfile"
+    proc = subprocess.run(cmd[:-1] + ["-o", str(out), "--as", "openmpi"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert len([line for line in out.read_text().splitlines() if line.startswith("rank ")]) == 1024
+    proc = subprocess.run(cmd[:4] + [str(tmp_path / "missing.graph"), *MACHINE], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.parametrize("under_mpi", [False, True])
+def test_the_program_skips_teardown_except_under_mpi(data_dir, under_mpi):
+    """The teardown is skipped (an atexit handler never runs), except when
+    mpi4py is loaded: MPI_Finalize must run at exit."""
+    graph = str(data_dir / "graphs/delaunay_n10.graph")
+    argv = ["rankmap", "map", graph, *MACHINE, "--method", "identity"]
+    code = ("import atexit, sys; " + ("from mpi4py import MPI; " if under_mpi else "")
+            + "atexit.register(lambda: print('TEARDOWN', flush=True)); "
+            f"sys.argv = {argv!r}; from rankmap.cli import console; console()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "1024 tasks" in proc.stdout
+    assert ("TEARDOWN" in proc.stdout) == under_mpi
