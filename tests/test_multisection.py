@@ -165,3 +165,26 @@ def test_a_partitioning_call_the_deadline_cannot_afford_is_not_made(monkeypatch)
     pe = ms.multisection_map(g, topo, preset="fast", deadline=d)
     assert d.hit and not calls
     assert sorted(pe.tolist()) == list(range(256))
+
+
+def test_a_steiner_call_the_deadline_cannot_afford_is_not_made(monkeypatch):
+    # Mt-KaHyPar's mapping call is priced too: refused, the subtree is split as without steiner
+    from rankmap.algorithms.construct import multisection as ms
+    from rankmap.deadline import Deadline
+
+    calls = []
+
+    def mapping_call(adj, ws, distance, caps, eps, **_):
+        calls.append(adj.shape[0])
+        return np.arange(adj.shape[0]) % caps.size
+
+    monkeypatch.setattr(ms, "mtkahypar_map", mapping_call)
+    g = grid_graph(16, 16)
+    topo = hierarchy_topology([4, 16, 4], [1, 10, 100])
+    for price, made in ((3600.0, []), (0.0, [64, 64, 64, 64])):  # affordable: one call per node
+        monkeypatch.setattr(ms, "steiner_seconds", lambda nnz, price=price: price)
+        calls.clear()
+        d = Deadline(600.0)
+        pe = ms.multisection_map(g, topo, preset="fast", backend="mtkahypar", steiner=True, deadline=d)
+        assert d.hit == bool(price) and calls == made
+        assert sorted(pe.tolist()) == list(range(256))

@@ -40,7 +40,7 @@ from ...graph import CommGraph
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
 from .. import register
-from .partition import BACKENDS, mtkahypar_map, partition_graph, partition_seconds, repair_balance
+from .partition import BACKENDS, mtkahypar_map, partition_graph, partition_seconds, repair_balance, steiner_seconds
 
 
 def _height(topology: Topology) -> np.ndarray:
@@ -265,8 +265,9 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
         adj = sym[tasks][:, tasks]
         ws = w[tasks]
         lo, hi = topology.leaf_range(node)
-        if s.steiner and s.height[node] > 1 and hi - lo <= 64:
-            # Mt-KaHyPar maps the rest of this subtree in one call
+        if s.steiner and s.height[node] > 1 and hi - lo <= 64 and deadline.allows(steiner_seconds(adj.nnz)):
+            # Mt-KaHyPar maps the rest of this subtree in one call (one that cannot end
+            # before the deadline is not made: this subtree is split as without steiner)
             c_sub = float(ws.sum())
             sub_eps = s.eps if s.one_to_one else max(s.l_max * (hi - lo) / max(c_sub, 1e-300) - 1.0, 0.0)
             caps = np.ones(hi - lo) if s.one_to_one else np.full(hi - lo, float(s.l_max))

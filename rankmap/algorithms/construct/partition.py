@@ -75,6 +75,19 @@ _PRESET_FACTOR = {("kahip", "fast"): 1.0, ("kahip", "eco"): 2.9, ("kahip", "stro
                   ("mtkahypar", "fast"): 7.6, ("mtkahypar", "eco"): 7.6, ("mtkahypar", "strong"): 7.6}
 
 
+# one map_onto_graph call (mtkahypar_map) on a subtree of <= 64 PEs: a fixed part
+# plus a part per adjacency entry.  Fitted on a dedicated core to 15 instances
+# (the five 64-rank traffic matrices, five models at 64 and 256 tasks): measured
+# over priced 0.33-1.7; the traffic matrix amg (64 tasks, 4002 entries) took 8.3 s
+_STEINER_CALL, _STEINER_ENTRY = 0.35, 1.9e-3
+
+
+def steiner_seconds(nnz: int, calls: int = 1) -> float:
+    """Estimated seconds of ``calls`` Mt-KaHyPar mapping calls that together
+    see ``nnz`` adjacency entries: what a deadline weighs before them."""
+    return calls * _STEINER_CALL + nnz * _STEINER_ENTRY
+
+
 def partition_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: str = "fast") -> float:
     """Estimated seconds of ``partition_graph`` on ``n`` vertices with
     ``nnz`` adjacency entries into ``parts`` blocks: what a deadline

@@ -81,8 +81,6 @@ _PER_PARTITION_CALL = {("kahip", "fast"): 1.7e-4, ("kahip", "eco"): 3.1e-4, ("ka
 _PER_EDGE_LEVEL = {("kahip", "fast"): 1.75e-6, ("kahip", "eco"): 5e-6, ("kahip", "strong"): 1.45e-5,
                    ("mtkahypar", "fast"): 1.33e-5}  # ... which cost the same for every preset
 _TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge
-_PER_STEINER_CALL = 0.19   # Mt-KaHyPar map_onto_graph on one subtree of <= 64 PEs ...
-_PER_STEINER_EDGE = 5e-4   # ... plus this per edge in it (0.3-8.6 s per multisection measured)
 _PER_PAIR_EDGE = 2e-8      # compiled swap refinement: one neighbour of one pair looked at
 _PER_SCAN_STEP = 1.7e-9    # refine_around: one task scan costs n * depth + m of these
 _CACHED_TASKS = 12_000    # ... up to about this many tasks (beyond: _memory_factor)
@@ -179,8 +177,9 @@ def _rebisect_pair_cost(graph, topology) -> float | None:
 def _steiner_cost(graph, topology) -> float:
     """Mt-KaHyPar's own mapping on the subtrees of at most 64 PEs: one call
     per such subtree (about k / 64) on its share of the edges."""
-    calls = max(topology.n_pes // 64, 1)
-    return calls * _PER_STEINER_CALL + graph.symmetric.nnz * _PER_STEINER_EDGE
+    from ..construct.partition import steiner_seconds
+
+    return steiner_seconds(graph.symmetric.nnz, calls=max(topology.n_pes // 64, 1))
 
 
 def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
