@@ -20,6 +20,7 @@ Run it under load too: the deadline is meant to hold there.
 
     nice -n 10 python benchmarks/time_limits.py --size tiny --limits 0.5,2
     python benchmarks/time_limits.py --size small --apps 4 --limits 0.5,2,10
+    python benchmarks/time_limits.py --from all.json,cli.json --plot limits.png   # later files' columns win
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import math
 import time
 from pathlib import Path
 
@@ -83,6 +85,68 @@ def cli_run(path: str, arities, distances, limit: float) -> tuple[float, dict]:
     return wall, json.loads(proc.stdout)
 
 
+def goal(limit: float) -> float:
+    return GOAL_FACTOR * limit + GOAL_SLACK
+
+
+def merged_rows(paths: list[str]) -> list[dict]:
+    """Rows of --json files by (instance, limit); a later file's measured
+    (not NaN) columns replace an earlier one's (a --cli-only rerun)."""
+    rows: dict = {}
+    for path in paths:
+        for row in json.loads(Path(path).read_text()):
+            old = rows.setdefault((row["instance"], row["limit"]), {})
+            old.update({k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))})
+    return list(rows.values())
+
+
+def summarize(rows: list[dict]) -> None:
+    """Per limit: rows within the goal for the command and for map_tasks, the
+    largest ratios, and what the deadline cost in J against the counted plan."""
+    print(f"{'L':>5s} {'rows':>5s} | {'cli ok':>7s} {'max /L':>7s} | {'map ok':>7s} {'max /L':>7s} | "
+          f"{'J/J_work geomean':>16s} {'max':>7s} {'> 1.01':>6s}")
+    for limit in sorted({r["limit"] for r in rows}):
+        part = [r for r in rows if r["limit"] == limit]
+        cli = [r["cli_s"] for r in part]
+        maps = [r["map_s"] for r in part if not math.isnan(r.get("map_s", math.nan))]
+        ratios = [r["J"] / r["J_work"] for r in part
+                  if r.get("J_work") and not math.isnan(r["J_work"]) and not math.isnan(r["J"])]
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else math.nan
+        print(f"{limit:5g} {len(part):5d} | {sum(c <= goal(limit) for c in cli):3d}/{len(cli):<3d} "
+              f"{max(cli) / limit:7.2f} | {sum(m <= goal(limit) for m in maps):3d}/{len(maps):<3d} "
+              f"{max(maps, default=math.nan) / limit:7.2f} | {geo:16.4f} {max(ratios, default=math.nan):7.4f} "
+              f"{sum(x > 1.01 for x in ratios):6d}")
+    for r in rows:
+        if r["cli_s"] > goal(r["limit"]) or r.get("map_s", 0) > goal(r["limit"]):
+            print(f"  over: {r['instance']} at L = {r['limit']:g}: rankmap map {r['cli_s']:.2f} s, "
+                  f"map_tasks {r.get('map_s', math.nan):.2f} s")
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """Wall time over the limit against the task count, one panel per limit,
+    the goal as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    limits = sorted({r["limit"] for r in rows})
+    fig, axes = plt.subplots(1, len(limits), figsize=(4.2 * len(limits), 3.6), sharey=True)
+    for ax, limit in zip(list(axes) if len(limits) > 1 else [axes], limits):
+        part = [r for r in rows if r["limit"] == limit]
+        for key, label, marker in (("cli_s", "rankmap map (process)", "o"), ("map_s", "map_tasks", "x")):
+            pts = [(r["n"], r[key] / limit) for r in part if not math.isnan(r.get(key, math.nan))]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, marker=marker, label=label, alpha=0.7)
+        ax.axhline(goal(limit) / limit, color="red", lw=1, label="goal 1.1 L + 0.3 s")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"L = {limit:g} s")
+        ax.set_xlabel("tasks")
+    (axes[0] if len(limits) > 1 else axes).set_ylabel("wall time / L")
+    (axes[0] if len(limits) > 1 else axes).legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", default="tiny", choices=list(SIZES), help="the quality set (quality_peers.py)")
@@ -94,7 +158,16 @@ def main(argv=None) -> int:
     ap.add_argument("--cli-only", action="store_true",
                     help="only the rankmap map column (no map_tasks or work-limit runs)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--from", dest="from_json", metavar="JSON[,JSON]",
+                    help="summarise (and --plot) the rows of --json files instead of measuring")
+    ap.add_argument("--plot", metavar="FILE", help="plot wall time / L against the task count")
     args = ap.parse_args(argv)
+    if args.from_json:
+        rows = merged_rows(args.from_json.split(","))
+        summarize(rows)
+        if args.plot:
+            plot(rows, args.plot)
+        return 0
     limits = [float(x) for x in args.limits.split(",")]
     todo = instances(args.size, not args.no_traffic, args.apps)
     if args.only_apps:
@@ -138,6 +211,9 @@ def main(argv=None) -> int:
           f"load {os.getloadavg()[0]:.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+    summarize(rows)
+    if args.plot:
+        plot(rows, args.plot)
     return 0
 
 
