@@ -13,7 +13,7 @@ from mpi_util import run_mpi
 SCRIPT = str(Path(__file__).with_name("reorder_mpi_checks.py"))
 CHECKS = ["centralised", "distributed", "fallback bad-input", "fallback mapping",
           "fallback distributed", "fallback topology-mismatch", "cart", "dist-graph",
-          "deadline centralised", "deadline distributed"]
+          "deadline centralised", "deadline distributed", "waiting sleeps", "waiting failure"]
 
 
 @pytest.mark.mpi

@@ -14,6 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..algorithms.distributed.swap_rounds import block_owner, check_out_rows, symmetric_rows
+from . import idle
 from .agree import step
 
 
@@ -59,7 +60,8 @@ class MPIExchange:
         """Collective: gather every rank's ``records`` on ``root``, run
         ``fn`` on them there; it returns (a result for all, one result per
         rank): the first is broadcast, the second scattered.  A failure of
-        ``fn`` raises the same error on every rank."""
+        ``fn`` raises the same error on every rank; the others wait for
+        ``root`` without spinning (``idle``)."""
         records = np.zeros((0, 1)) if records is None else np.asarray(records, dtype=np.float64)
         parts = self.comm.gather(records, root=root)
         out, error = None, None
@@ -69,6 +71,7 @@ class MPIExchange:
                 out = fn(np.vstack([p for p in parts if p.shape[1] == width]))
             except Exception as exc:  # noqa: BLE001 - every rank must learn of it
                 error = f"rank {root}: {type(exc).__name__}: {exc}"
+        idle.barrier(self.comm)
         error = self.comm.bcast(error, root=root)
         if error is not None:
             raise RuntimeError(error)
