@@ -19,7 +19,7 @@ CHECKS = ["centralised", "distributed", "fallback bad-input", "fallback mapping"
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_reorder_comm_under_mpiexec(n):
-    proc = run_mpi(n, [SCRIPT], timeout=90)
+    proc = run_mpi(n, [SCRIPT], timeout=240)  # 16 ranks at load 20: about 100 s
     out = proc.stdout
     for name in CHECKS:
         assert f"CHECK {name} ok" in out, f"{name} did not pass:\n{out}\n{proc.stderr}"

@@ -5,7 +5,9 @@ Records (rows of float64) go to the owners of the tasks they concern with one
 ``Alltoall`` of counts and one ``Alltoallv``: every rank calls the same
 collectives in the same order whatever it sends, so the rounds cannot
 deadlock.  The counts array is O(P) integers per rank, the only per-rank state
-that grows with P beside the rank's own rows.
+that grows with P beside the rank's own rows.  The collectives are
+non-blocking, waited for without spinning (``idle``): a rank done with its
+part of a round leaves the core to those still working.
 """
 
 from __future__ import annotations
@@ -41,19 +43,19 @@ class MPIExchange:
         send = np.ascontiguousarray(records[order]).ravel()
         send_counts = (np.bincount(dest, minlength=self.size) * width).astype(np.int32)
         recv_counts = np.empty(self.size, dtype=np.int32)
-        self.comm.Alltoall(send_counts, recv_counts)
+        idle.wait(self.comm.Ialltoall(send_counts, recv_counts))
         send_displ = np.concatenate([[0], np.cumsum(send_counts)[:-1]]).astype(np.int32)
         recv_displ = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int32)
         recv = np.empty(int(recv_counts.sum()), dtype=np.float64)
-        self.comm.Alltoallv([send, (send_counts, send_displ), MPI.DOUBLE],
-                            [recv, (recv_counts, recv_displ), MPI.DOUBLE])
+        idle.wait(self.comm.Ialltoallv([send, (send_counts, send_displ), MPI.DOUBLE],
+                                       [recv, (recv_counts, recv_displ), MPI.DOUBLE]))
         self.peak_bytes = max(self.peak_bytes, send.nbytes + recv.nbytes + 4 * send_counts.nbytes)
         return recv.reshape(-1, width)
 
     def allreduce(self, values) -> np.ndarray:
         send = np.asarray(values, dtype=np.float64)
         out = np.empty_like(send)
-        self.comm.Allreduce(send, out, op=MPI.SUM)
+        idle.wait(self.comm.Iallreduce(send, out, op=MPI.SUM))
         return out
 
     def central(self, records, fn, root: int = 0):
