@@ -51,7 +51,7 @@ def agree_on_failure(comm, error: str | None, interrupt: BaseException | None = 
     mine = np.array([rank if interrupt is not None else size, rank if error is not None else size],
                     dtype=np.int64)
     first = np.empty_like(mine)
-    idle.wait(comm.Iallreduce(mine, first, op=MPI.MIN))  # ranks done early leave the core to the rest
+    comm.Allreduce(mine, first, op=MPI.MIN)
     if first[0] < size:
         kind, code = comm.bcast(_stop_signal(interrupt) if rank == first[0] else None,
                                 root=int(first[0]))

@@ -5,9 +5,11 @@ Records (rows of float64) go to the owners of the tasks they concern with one
 ``Alltoall`` of counts and one ``Alltoallv``: every rank calls the same
 collectives in the same order whatever it sends, so the rounds cannot
 deadlock.  The counts array is O(P) integers per rank, the only per-rank state
-that grows with P beside the rank's own rows.  The collectives are
-non-blocking, waited for without spinning (``idle``): a rank done with its
-part of a round leaves the core to those still working.
+that grows with P beside the rank's own rows.  The rounds' collectives
+stay blocking: every rank works in a round, and a sleeping rank would add its
+wake-up to each of them (measured: 4 ranks, 6.7 ms per exchange blocking,
+42 ms sleeping, on a loaded machine); only ``central``, where one rank works
+alone, waits without spinning (``idle``).
 """
 
 from __future__ import annotations
@@ -43,19 +45,19 @@ class MPIExchange:
         send = np.ascontiguousarray(records[order]).ravel()
         send_counts = (np.bincount(dest, minlength=self.size) * width).astype(np.int32)
         recv_counts = np.empty(self.size, dtype=np.int32)
-        idle.wait(self.comm.Ialltoall(send_counts, recv_counts))
+        self.comm.Alltoall(send_counts, recv_counts)
         send_displ = np.concatenate([[0], np.cumsum(send_counts)[:-1]]).astype(np.int32)
         recv_displ = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int32)
         recv = np.empty(int(recv_counts.sum()), dtype=np.float64)
-        idle.wait(self.comm.Ialltoallv([send, (send_counts, send_displ), MPI.DOUBLE],
-                                       [recv, (recv_counts, recv_displ), MPI.DOUBLE]))
+        self.comm.Alltoallv([send, (send_counts, send_displ), MPI.DOUBLE],
+                            [recv, (recv_counts, recv_displ), MPI.DOUBLE])
         self.peak_bytes = max(self.peak_bytes, send.nbytes + recv.nbytes + 4 * send_counts.nbytes)
         return recv.reshape(-1, width)
 
     def allreduce(self, values) -> np.ndarray:
         send = np.asarray(values, dtype=np.float64)
         out = np.empty_like(send)
-        idle.wait(self.comm.Iallreduce(send, out, op=MPI.SUM))
+        self.comm.Allreduce(send, out, op=MPI.SUM)
         return out
 
     def central(self, records, fn, root: int = 0):

@@ -8,9 +8,9 @@ budget.  So a rank that waits for one rank's result waits in a non-blocking
 barrier polled with ``Test``, sleeping between polls, the sleep doubling
 from ``FIRST_SLEEP`` up to ``LONGEST_SLEEP``: a short wait stays short, a
 long one wakes a few hundred times a second.  The collective that hands out
-the result comes after the barrier and finds every rank ready.  The
-collectives of the distributed rounds, where every rank works and the early
-ones wait for the late, are non-blocking and waited for the same way.
+the result comes after the barrier and finds every rank ready.  (Not for
+collectives where every rank works, like the distributed rounds': there
+each wake-up would add to every collective.)
 
 (mpi4py's own back-off, in ``mpi4py.util.sync``, is private; it has no
 object ``ibcast`` either, hence the barrier before the blocking one.)
