@@ -8,6 +8,7 @@ prints ``CHECK <name> ok`` lines that the pytest side counts.
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 import warnings
 
@@ -17,8 +18,10 @@ from mpi4py import MPI
 import rankmap
 from rankmap.algorithms.distributed.multilevel import multilevel_map
 from rankmap.algorithms.distributed.swap_rounds import SwapRounds, refine_rounds
+from rankmap.deadline import Deadline
 from rankmap.reorder import RankmapWarning
-from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT
+from rankmap.reorder.agree import ReorderFailed, root_step
+from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT, _map_on_root
 
 WORLD = MPI.COMM_WORLD
 RANK, SIZE = WORLD.Get_rank(), WORLD.Get_size()
@@ -87,10 +90,10 @@ def ok(name: str) -> None:
 
 def check_reorder(path: str, topo, graph) -> None:
     # auto's in-program budget, counted, under a deadline no load reaches: the
-    # result is repeatable (the distributed one is compared with the serial run)
+    # result is repeatable (compared with the same mapping run on one process)
+    options = {"work_limit": IN_PROGRAM_TIME_LIMIT, "time_limit": 600}
     new = rankmap.reorder_comm(WORLD, traffic=scrambled_ring(SIZE, RANK), topology=topo,
-                               distributed=(path == "distributed"), seed=3,
-                               options={"work_limit": IN_PROGRAM_TIME_LIMIT, "time_limit": 600})
+                               distributed=(path == "distributed"), seed=3, options=options)
     info = new.reorder
     assert not info.fallback, info.reason
     assert info.path == path
@@ -108,6 +111,15 @@ def check_reorder(path: str, topo, graph) -> None:
     assert new.carry(("role", RANK)) == ("role", new.Get_rank())
     assert int(new.old_to_new([RANK])[0]) == new.Get_rank()
     assert int(new.new_to_old([new.Get_rank()])[0]) == RANK
+    if path == "centralised":
+        # how the ranks waited for rank 0 does not change its result
+        alone = None
+        if RANK == 0:
+            settings = dict(method="auto", refine="auto", seed=3, replicas=8, kicks=0, options=options)
+            rows = [scrambled_ring(SIZE, r) for r in range(SIZE)]
+            task_of_pe, _ = _map_on_root(rows, topo, np.arange(SIZE), settings, Deadline(600))
+            alone = np.argsort(task_of_pe)
+        assert np.array_equal(WORLD.bcast(alone, root=0), pe), pe
     if path == "distributed":
         # no rank held the graph, yet the result is the serial protocol's
         serial, res = multilevel_map(graph, topo, np.arange(SIZE), seed=3)
@@ -231,6 +243,36 @@ def check_deadline(topo) -> None:
         ok(f"deadline {path}")
 
 
+def check_waiting() -> None:
+    """Ranks waiting for rank 0's work sleep instead of spinning, so rank 0
+    gets the cores; a failure at the end of that work reaches every rank.
+    CPU time is counted, not timed: under load a sleeping rank only uses
+    less of it (a spinning one used its whole share of a core)."""
+    WORLD.Barrier()
+    wall, cpu = time.perf_counter(), time.process_time()
+    root_step(WORLD, "working", time.sleep, 1.0)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    spent = WORLD.gather((wall, cpu), root=0)
+    if RANK == 0:
+        waiting = [c / w for w, c in spent[1:]]
+        assert max(waiting) < 0.1, f"waiting ranks' CPU time / wall time: {waiting}"
+        assert sum(c for _w, c in spent[1:]) < 0.5 * spent[0][0], spent
+    ok("waiting sleeps")
+
+    def fails_late():
+        time.sleep(0.3)
+        raise RuntimeError("late failure")
+
+    try:
+        root_step(WORLD, "working", fails_late)
+    except ReorderFailed as exc:
+        same_on_all(str(exc))
+        assert "late failure" in str(exc) and "rank 0" in str(exc), exc
+    else:
+        raise AssertionError("rank 0's failure did not reach this rank")
+    ok("waiting failure")
+
+
 def check_discovery() -> None:
     try:
         import rankmap.topology.live  # noqa: F401
@@ -273,7 +315,8 @@ def check_binding() -> None:
 def main() -> None:
     topo = pretend_machine(SIZE)
     graph = full_graph(SIZE)
-    wanted = sys.argv[1:] or ["centralised", "distributed", "failures", "variants", "deadline", "discovery"]
+    wanted = sys.argv[1:] or ["centralised", "distributed", "failures", "variants", "deadline", "waiting",
+                              "discovery"]
     for name in wanted:
         if name in ("centralised", "distributed"):
             check_reorder(name, topo, graph)
@@ -283,6 +326,8 @@ def main() -> None:
             check_variants(topo)
         elif name == "deadline":
             check_deadline(topo)
+        elif name == "waiting":
+            check_waiting()
         elif name == "discovery":
             check_discovery()
         elif name == "binding":

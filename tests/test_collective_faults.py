@@ -25,7 +25,7 @@ pytestmark = pytest.mark.mpi
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
 #: cases run with the fault on every rank, and those where only rank 0 can be faulty
 EVERY_RANK = 25
-RANK0_ONLY = 4
+RANK0_ONLY = 7
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])

@@ -13,13 +13,13 @@ from mpi_util import run_mpi
 SCRIPT = str(Path(__file__).with_name("reorder_mpi_checks.py"))
 CHECKS = ["centralised", "distributed", "fallback bad-input", "fallback mapping",
           "fallback distributed", "fallback topology-mismatch", "cart", "dist-graph",
-          "deadline centralised", "deadline distributed"]
+          "deadline centralised", "deadline distributed", "waiting sleeps", "waiting failure"]
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_reorder_comm_under_mpiexec(n):
-    proc = run_mpi(n, [SCRIPT], timeout=90)
+    proc = run_mpi(n, [SCRIPT], timeout=240)  # 16 ranks at load 20: about 100 s
     out = proc.stdout
     for name in CHECKS:
         assert f"CHECK {name} ok" in out, f"{name} did not pass:\n{out}\n{proc.stderr}"

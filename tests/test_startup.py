@@ -209,3 +209,23 @@ def test_the_program_skips_teardown_except_under_mpi(data_dir, under_mpi):
     assert proc.returncode == 0, proc.stderr
     assert "1024 tasks" in proc.stdout
     assert ("TEARDOWN" in proc.stdout) == under_mpi
+
+
+def test_checking_a_budget_option_loads_no_method():
+    """``reorder_comm(options={"time_limit": L})`` checks its options on every
+    rank: a budget is known without importing every method (numba, KaHIP,
+    Mt-KaHyPar: 0.5 s of CPU per rank inside the call); another key still
+    is checked against all of them."""
+    out = run_python(
+        "import sys; from rankmap.algorithms.options import check_options; "
+        "check_options({'time_limit': 0.5, 'work_limit': 1}); "
+        "print('LOADED', 'numba' in sys.modules); "
+        "check_options({'workers': 2})\n"
+        "try:\n    check_options({'time_limt': 1})\nexcept ValueError as exc:\n    print('REFUSED', exc)")
+    assert "LOADED False" in out, out
+    assert "REFUSED unknown option 'time_limt'" in out, out
+    from rankmap.algorithms.options import check_options
+
+    for bad in ({"time_limit": 0}, {"work_limit": float("nan")}, {"time_limit": True}):
+        with pytest.raises(ValueError, match="option"):
+            check_options(bad)

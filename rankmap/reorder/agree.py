@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from . import idle
+
 
 class ReorderFailed(RuntimeError):
     """Raised on every rank, with the same message, when any rank failed."""
@@ -76,8 +78,9 @@ def step(comm, what: str, fn, *args, **kwargs):
 
 
 def root_step(comm, what: str, fn, *args, root: int = 0, **kwargs):
-    """Run ``fn`` on ``root`` only; every rank learns whether it worked.
-    Returns its result on ``root``, None elsewhere."""
+    """Run ``fn`` on ``root`` only; every rank learns whether it worked
+    (the others wait without spinning: ``idle``).  Returns its result on
+    ``root``, None elsewhere."""
     result, error, interrupt = None, None, None
     if comm.Get_rank() == root:
         try:
@@ -86,6 +89,7 @@ def root_step(comm, what: str, fn, *args, root: int = 0, **kwargs):
             error = f"{what} failed on rank {root}: {describe(exc)}"
         except BaseException as exc:  # noqa: BLE001 - agreed, then raised on every rank
             interrupt = exc
+    idle.barrier(comm)
     verdict = comm.bcast((error, None if interrupt is None else _stop_signal(interrupt)), root=root)
     if verdict[1] is not None:
         if interrupt is not None:

@@ -5,7 +5,11 @@ Records (rows of float64) go to the owners of the tasks they concern with one
 ``Alltoall`` of counts and one ``Alltoallv``: every rank calls the same
 collectives in the same order whatever it sends, so the rounds cannot
 deadlock.  The counts array is O(P) integers per rank, the only per-rank state
-that grows with P beside the rank's own rows.
+that grows with P beside the rank's own rows.  The rounds' collectives
+stay blocking: every rank works in a round, and a sleeping rank would add its
+wake-up to each of them (measured: 4 ranks, 6.7 ms per exchange blocking,
+42 ms sleeping, on a loaded machine); only ``central``, where one rank works
+alone, waits without spinning (``idle``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..algorithms.distributed.swap_rounds import block_owner, check_out_rows, symmetric_rows
+from . import idle
 from .agree import step
 
 
@@ -59,7 +64,8 @@ class MPIExchange:
         """Collective: gather every rank's ``records`` on ``root``, run
         ``fn`` on them there; it returns (a result for all, one result per
         rank): the first is broadcast, the second scattered.  A failure of
-        ``fn`` raises the same error on every rank."""
+        ``fn`` raises the same error on every rank; the others wait for
+        ``root`` without spinning (``idle``)."""
         records = np.zeros((0, 1)) if records is None else np.asarray(records, dtype=np.float64)
         parts = self.comm.gather(records, root=root)
         out, error = None, None
@@ -69,6 +75,7 @@ class MPIExchange:
                 out = fn(np.vstack([p for p in parts if p.shape[1] == width]))
             except Exception as exc:  # noqa: BLE001 - every rank must learn of it
                 error = f"rank {root}: {type(exc).__name__}: {exc}"
+        idle.barrier(self.comm)
         error = self.comm.bcast(error, root=root)
         if error is not None:
             raise RuntimeError(error)

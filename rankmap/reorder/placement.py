@@ -21,6 +21,7 @@ from mpi4py import MPI
 
 from ..algorithms.distributed.swap_rounds import Labels
 from ..topology import Topology, TreeNode
+from . import idle
 from .agree import ReorderFailed, root_step, same_everywhere, step
 
 
@@ -97,6 +98,7 @@ def _discovered(comm, network) -> Placement:
                 node_topo = live.discover_local()
             except Exception as exc:  # noqa: BLE001 - agreed below
                 error = f"discovering the node topology: {type(exc).__name__}: {exc}"
+        idle.barrier(node_comm)  # the node's other ranks wait for the leader without spinning
         node_topo, error = node_comm.bcast((node_topo, error), root=0)
     finally:
         node_comm.Free()

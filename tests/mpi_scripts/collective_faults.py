@@ -15,6 +15,7 @@ import io
 import shutil
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from mpi4py import MPI
 import rankmap
 import rankmap.reorder.api as api
 import rankmap.reorder.offline as offline
+from rankmap.algorithms.distributed import multilevel
 from rankmap.cli import main as cli_main
 from rankmap.graph import CommGraph
 from rankmap.profile.session import ProfileError, Session
@@ -71,12 +73,14 @@ def raising(k, exc):
 
 
 @contextlib.contextmanager
-def patched(obj, name, k, exc):
-    """``obj.name`` raises ``exc`` on rank ``k`` (unchanged elsewhere)."""
+def patched(obj, name, k, exc, after: float = 0.0):
+    """``obj.name`` raises ``exc`` on rank ``k`` (unchanged elsewhere),
+    ``after`` seconds of work (the other ranks meanwhile waiting for it)."""
     original = getattr(obj, name)
 
     def fail(*args, **kwargs):
         if RANK == k:
+            time.sleep(after)
             raise exc
         return original(*args, **kwargs)
 
@@ -142,7 +146,14 @@ def cases(k):
         patched(offline.SwapRounds, "contributions", k, RuntimeError("rounds broke")), _map_cli())
     yield "map-distributed-nan-row", "ValueError", lambda: offline.map_distributed(
         *_nan_in_row(k), comm=WORLD, replicas=2)
-    if k == 0:  # rank 0 alone reads the input and writes the result
+    if k == 0:  # rank 0 alone maps (centrally, the coarse graph), reads the input, writes the result
+        yield "comm-root-map-fails-late", "fallback", lambda: _with(
+            patched(api, "_map_on_root", k, RuntimeError("late"), after=0.3), comm(traffic=ring_row()))
+        yield "comm-root-map-exits-late", "SystemExit(5)", lambda: _with(
+            patched(api, "_map_on_root", k, SystemExit(5), after=0.3), comm(traffic=ring_row()))
+        yield "comm-coarse-map-fails-late", "fallback", lambda: _with(
+            patched(multilevel, "map_coarse", k, RuntimeError("late"), after=0.3),
+            comm(traffic=ring_row(), distributed=True))
         yield "map-distributed-bad-input", "rc=2", _map_cli(graph=TMP / "missing.edges")
         yield "map-distributed-output-dir", "rc=2", _map_cli(output=TMP)
     yield "profile-record-fails", "ProfileError", lambda: _profile(k, "record")

@@ -118,13 +118,14 @@ def machine_groups(topology: Topology, depth: int) -> tuple[Topology, np.ndarray
 
 
 def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: int, *,
-               seed: int = 0, time_limit: float = COARSE_TIME_LIMIT):
+               seed: int = 0, time_limit: float = COARSE_TIME_LIMIT, deadline: Deadline | None = None):
     """On one owner: map the gathered coarse graph (records: kind 0 = vertex
     (id, weight), kind 1 = edge (id, id, bytes)) onto the groups at
     ``depth`` (None: the graph is the tasks', mapped one-to-one onto PEs).  Returns ((coarse vertex ids, their groups, the ``Groups``),
     for every owner the packed labels of its block of PEs).  ``time_limit``
-    is auto's counted budget (``work_limit``), never the clock: the same
-    coarse mapping whatever the machine or the number of owners."""
+    is auto's counted budget (``work_limit``): the same coarse mapping
+    whatever the machine or the number of owners, unless the call's
+    ``deadline`` cuts it (then ``deadline.hit``, as in every stage)."""
     from ...algorithms import map_tasks
     from ...graph import CommGraph
 
@@ -140,7 +141,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
     machine, start, stop, parent = machine_groups(topology, topology.max_depth if depth is None else depth)
     group_of = np.zeros(len(ids), dtype=np.int64)
     if depth is None:  # the tasks themselves: one task per PE
-        group_of = map_tasks(graph, machine, method="auto", seed=seed,
+        group_of = map_tasks(graph, machine, method="auto", seed=seed, deadline=deadline,
                              work_limit=time_limit).pe_of_task
     elif machine.n_pes > 1:
         # many clusters per group, balanced by task count: a group of s PEs
@@ -151,7 +152,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
         for slack in SLACKS:
             eps = max(float(np.max(stop - start)) * (1 + slack) / base - 1.0, 0.0)
             try:
-                group_of = map_tasks(graph, machine, method="auto", seed=seed, eps=eps,
+                group_of = map_tasks(graph, machine, method="auto", seed=seed, eps=eps, deadline=deadline,
                                      work_limit=time_limit).pe_of_task
                 break
             except ValueError:
@@ -284,7 +285,7 @@ class Multilevel(OwnerProtocol):
         rec = self._local(records)
         self._allreduce([0])
         fn = lambda got: map_coarse(got, self.topology, depth, self.ex.size, seed=self.seed,  # noqa: E731
-                                    time_limit=self.coarse_time_limit)
+                                    time_limit=self.coarse_time_limit, deadline=self.deadline)
         (ids, group_of, self.groups), self.pe_labels = self.ex.central(rec, fn)
         return group_of[np.searchsorted(ids, rows.tasks)], rows.tasks[:, None].copy()
 
