@@ -21,7 +21,10 @@ need many rounds and cannot move a whole group of tasks to another node
      FM between pairs of sibling groups (``pairs.PairExchange``: exchanges
      of several vertices that no single move gains); members inherit their
      cluster's group; on the task level each group lays its tasks on its
-     PEs, ordered by the clusters of every level around them;
+     PEs, ordered by the clusters of every level around them, then sets of
+     up to eight sibling groups are mapped again by ``auto`` on one owner
+     each (``pairs.SetRemap``: which tasks share a node, where a coarse
+     graph of a few clusters per group packs poorly);
   4. the swap rounds (``swap_rounds.SwapRounds``) refine the tasks' PEs.
 Every step is a function of the global state (sorted records, seeded
 hashes), so the result is the same for any number of owners; no owner holds
