@@ -531,6 +531,13 @@ def sim_plot(path: str, rows: list[dict]) -> None:
             if ra:
                 b.plot([r["P"] for r in ra], [r["J"] / r["J_auto"] for r in ra], ls, marker="s",
                        color=f"C{i + 2}", label=f"{kind}, {start}: J / J auto")
+        for start, ls in (("launch", "-"), ("random", "--")):  # coarsening forced (coarse_max P / 16)
+            rf = [r for r in rows if r["instance"] == kind and r["start"] == start and r["coarse_max"] != 4096]
+            if rf:
+                a.plot([r["P"] for r in rf], [r["rounds"] for r in rf], ls, marker="x", color=f"C{i + 4}",
+                       label=f"{kind}, {start}, forced")
+                b.plot([r["P"] for r in rf], [r["J"] / r["J_auto"] for r in rf], ls, marker="x",
+                       color=f"C{i + 4}", label=f"{kind}, {start}, forced: J / J auto")
     a.axhline(30, color="r", lw=1, ls=":", label="target 30")
     a.set_ylim(0, max([35] + [r["rounds"] + 5 for r in rows]))
     for ax in (a, b):
