@@ -221,6 +221,10 @@ def test_set_remap_fixes_the_cut_of_four_groups():
     ex = LocalExchange(n)
     rows = symmetric_rows(np.arange(n), *rows_of_graph(g, np.arange(n)), ex)
     labels = Labels.of(topo, pe)
+    from rankmap.deadline import Deadline
+
+    late = SetRemap(rows, labels, groups, ex, set_size=4, time_limit=0.2)
+    assert late.run(2, Deadline(0.0)) == [] and np.array_equal(labels.pe, pe)  # no time: no round
     sets = SetRemap(rows, labels, groups, ex, set_size=4, time_limit=0.2)
     before = rankmap.mapping_cost(g, topo, pe)
     gains = sets.run(2)

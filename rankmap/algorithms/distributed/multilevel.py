@@ -260,7 +260,7 @@ class Multilevel(OwnerProtocol):
             if pair_rounds > 0:
                 pairs = PairExchange(levels[i], moves.group, moves.weight, self.groups, moves.limit,
                                      self.ex, seed=self.seed + i)
-                gains = pairs.run(pair_rounds)
+                gains = pairs.run(pair_rounds, self.deadline)
                 paired.append(len(gains))
                 used += len(gains)
                 moves.group = pairs.group
@@ -273,7 +273,7 @@ class Multilevel(OwnerProtocol):
         if set_rounds > 0:
             sets = SetRemap(self.rows, labels, self.groups, self.ex, seed=self.seed,
                             set_size=self.set_size, time_limit=self.set_time_limit)
-            set_gains = sets.run(set_rounds)
+            set_gains = sets.run(set_rounds, self.deadline)
             used += len(set_gains)
         j_start = float(self._allreduce(SwapRounds(self.rows, self.start, self.ex, replicas=1).cost())[0])
         sr = SwapRounds(self.rows, labels, self.ex, seed=self.seed, replicas=self.replicas)

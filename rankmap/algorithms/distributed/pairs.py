@@ -205,11 +205,20 @@ class PairExchange(OwnerProtocol):
     def _update(self, back):
         self.group[self.rows.local_index(back[:, 0].astype(np.int64))] = back[:, 1].astype(np.int64)
 
-    def run(self, rounds: int) -> list[float]:
+    def _round_seconds(self) -> float:
+        """What one round may take on the slowest owner (for the deadline)."""
+        return 0.0
+
+    def run(self, rounds: int, deadline=None) -> list[float]:
         """Up to ``rounds`` rounds while one gains; returns the gain per
-        round (the same on every owner)."""
+        round (the same on every owner).  A round starts only while owner
+        0's ``deadline`` (the others' is ignored) leaves it room, agreed by
+        an allreduce, so all owners stop alike."""
         gains = []
         for _ in range(rounds):
+            late = self.ex.rank == 0 and deadline is not None and not deadline.allows(self._round_seconds())
+            if self._allreduce([late])[0]:
+                break
             gains.append(float(self._allreduce([self.round()])[0]))
             if gains[-1] <= 0:
                 break
@@ -279,6 +288,9 @@ class SetRemap(PairExchange):
                 out[mine] = vert[mine[pe], 4:]
                 gained += before - after
         return out, gained
+
+    def _round_seconds(self) -> float:
+        return float(self.time_limit or SET_TIME_LIMIT)  # one set's auto
 
     def _update(self, back):
         at = self.rows.local_index(back[:, 0].astype(np.int64))
