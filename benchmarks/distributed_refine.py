@@ -452,7 +452,7 @@ def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dic
     wall = time.perf_counter() - t
     return dict(graph=graph, pe=pe, J_start=mapping_cost(graph, topo, start), J=mapping_cost(graph, topo, pe),
                 rounds=res.rounds, lp=res.coarsening_rounds, swap_rounds=res.refine.rounds,
-                moves=len(res.group_moves), pairs=res.pair_rounds,
+                moves=len(res.group_moves), pairs=res.pair_rounds, sets=len(res.set_gains),
                 levels=res.level_sizes, J_projected=res.J_projected, wall=wall)
 
 
@@ -462,7 +462,7 @@ def simulate(args) -> list[dict]:
     print(f"simulation: the multilevel mapping run serially (decisions independent of P); "
           f"replicas={args.sim_replicas}; load average {os.getloadavg()[0]:.2f}")
     print(f"{'instance':10s}{'P':>7s}{'start':>8s}{'coarse_max':>11s}  {'levels':28s}{'LP':>10s}"
-          f"{'swap':>5s}{'all':>5s}{'J/Jstart':>9s}{'J/auto':>8s}{'t s':>7s}{'t auto':>7s}")
+          f"{' mv+pr+set+swap':>16s}{'all':>5s}{'J/Jstart':>9s}{'J/auto':>8s}{'t s':>7s}{'t auto':>7s}")
     out = []
     for kind in args.sim_instances:
         for lg in args.simulate:
@@ -470,7 +470,8 @@ def simulate(args) -> list[dict]:
             graph, topo = sim_instance(kind, p)
             for start_name in args.sim_starts:
                 autos = {}
-                maxes = [4096] + ([p // 16] if args.forced and p <= 4096 else [])
+                maxes = ([] if args.forced_only and p <= 4096 else [4096]) + \
+                    ([p // 16] if (args.forced or args.forced_only) and p <= 4096 else [])
                 for cmax in maxes:
                     r = sim_run(graph, topo, start_name, cmax, args.sim_replicas)
                     j_auto = t_auto = float("nan")
@@ -483,14 +484,15 @@ def simulate(args) -> list[dict]:
                         j_auto, t_auto = autos[start_name]
                     row = dict(instance=kind, P=p, start=start_name, coarse_max=cmax,
                                levels=r["levels"], lp_rounds=r["lp"], swap_rounds=r["swap_rounds"],
-                               move_rounds=r["moves"], pair_rounds=r["pairs"],
+                               move_rounds=r["moves"], pair_rounds=r["pairs"], set_rounds=r["sets"],
                                rounds=r["rounds"], J_start=r["J_start"], J=r["J"],
                                J_projected=r["J_projected"], J_auto=j_auto, wall_s=r["wall"],
                                auto_s=t_auto, load=os.getloadavg()[0])
                     out.append(row)
                     print(f"{kind:10s}{p:7d}{start_name:>8s}{cmax:11d}  "
                           f"{'>'.join(map(str, r['levels'])):28s}{'+'.join(map(str, r['lp'])) or '-':>10s}"
-                          f"{r['swap_rounds']:5d}{r['rounds']:5d}{r['J'] / r['J_start']:9.4f}"
+                          f"{r['moves']:3d}+{sum(r['pairs'])}+{r['sets']}+{r['swap_rounds']:<3d}{r['rounds']:5d}"
+                          f"{r['J'] / r['J_start']:9.4f}"
                           f"{r['J'] / j_auto:8.4f}{r['wall']:7.1f}{t_auto:7.1f}", flush=True)
                     if args.sim_json:
                         Path(args.sim_json).write_text(json.dumps(out, indent=1))
@@ -529,6 +531,13 @@ def sim_plot(path: str, rows: list[dict]) -> None:
             if ra:
                 b.plot([r["P"] for r in ra], [r["J"] / r["J_auto"] for r in ra], ls, marker="s",
                        color=f"C{i + 2}", label=f"{kind}, {start}: J / J auto")
+        for start, ls in (("launch", "-"), ("random", "--")):  # coarsening forced (coarse_max P / 16)
+            rf = [r for r in rows if r["instance"] == kind and r["start"] == start and r["coarse_max"] != 4096]
+            if rf:
+                a.plot([r["P"] for r in rf], [r["rounds"] for r in rf], ls, marker="x", color=f"C{i + 4}",
+                       label=f"{kind}, {start}, forced")
+                b.plot([r["P"] for r in rf], [r["J"] / r["J_auto"] for r in rf], ls, marker="x",
+                       color=f"C{i + 4}", label=f"{kind}, {start}, forced: J / J auto")
     a.axhline(30, color="r", lw=1, ls=":", label="target 30")
     a.set_ylim(0, max([35] + [r["rounds"] + 5 for r in rows]))
     for ax in (a, b):
@@ -612,6 +621,8 @@ def main() -> None:
     ap.add_argument("--auto-max", type=int, default=4096, help="centralised auto up to this P")
     ap.add_argument("--forced", action="store_true",
                     help="also coarse_max = P / 16 at P <= 4096 (the coarsening measured)")
+    ap.add_argument("--forced-only", action="store_true",
+                    help="at P <= 4096 the forced coarsening only (no default row)")
     ap.add_argument("--sim-json", metavar="FILE", help="write the simulation rows as JSON")
     ap.add_argument("--sim-plot", metavar="FILE", help="plot rounds and J against P")
     ap.add_argument("--sim-from", metavar="JSON[,JSON]", help="summarise and plot rows of --sim-json files")

@@ -8,8 +8,8 @@ import rankmap
 from rankmap.algorithms.distributed.balance import overflow_matching
 from rankmap.algorithms.distributed.coarsen import Coarsening, Level
 from rankmap.algorithms.distributed.multilevel import level_caps, machine_groups, multilevel_map
-from rankmap.algorithms.distributed.pairs import PairExchange, greedy_pairs
-from rankmap.algorithms.distributed.swap_rounds import LocalExchange, rows_of_graph, symmetric_rows
+from rankmap.algorithms.distributed.pairs import PairExchange, SetRemap, greedy_pairs, greedy_sets, labels_machine
+from rankmap.algorithms.distributed.swap_rounds import Labels, LocalExchange, pe_labels, rows_of_graph, symmetric_rows
 from rankmap.topology import Topology, TreeNode
 
 
@@ -94,8 +94,9 @@ def test_multilevel_maps_one_to_one_exactly_and_never_loses(coarse_max):
     assert res.J_after < 0.5 * res.J_before
     assert (len(res.level_sizes) > 1) == (coarse_max < g.n)
     assert res.rounds == sum(res.coarsening_rounds) + len(res.group_moves) + sum(res.pair_rounds) + \
-        res.refine.rounds
+        len(res.set_gains) + res.refine.rounds
     assert res.rounds <= 30 and (len(res.pair_rounds) > 0) == (coarse_max < g.n)
+    assert (len(res.set_gains) > 0) == (coarse_max < g.n)
     again, _ = multilevel_map(g, topo, start, seed=2, replicas=2, coarse_max=coarse_max,
                               coarse_time_limit=0.05)
     assert np.array_equal(pe, again)
@@ -125,6 +126,9 @@ def test_an_owner_without_vertices_takes_part():
     assert moves.run(2) == [0] and moves.error is None
     pairs = PairExchange(empty, np.zeros(0), np.zeros(0), groups, np.array([4, 4]), LocalExchange(10))
     assert pairs.run(2) == [0.0] and pairs.error is None
+    nothing = Labels(np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64), np.zeros((0, 2)))
+    sets = SetRemap(empty, nothing, groups, LocalExchange(10))
+    assert sets.run(2) == [0.0] and sets.error is None
     co = Coarsening(Level(empty, np.zeros(0)), LocalExchange(10), cap=4)
     con, moved = co.run(2)
     assert moved == [0, 0] and len(con.coarse.rows.tasks) == 0  # a round, the lone round and con.members.shape == (0, 3)
@@ -172,3 +176,60 @@ def test_pair_fm_fixes_a_bad_split_between_two_groups():
     cut = lambda gr: int((gr[src] != gr[dst]).sum())  # noqa: E731
     assert cut(pairs.group) == 4 < cut(group) and gains[0] > 0
     assert np.bincount(pairs.group).tolist() == [16, 16]
+
+
+def test_greedy_sets_join_the_heaviest_up_to_the_size():
+    a, b = np.array([0, 1, 2, 0, 4]), np.array([1, 2, 3, 3, 5])
+    w = np.array([9.0, 8.0, 7.0, 1.0, 5.0])
+    assert greedy_sets(a, b, w, 7, 0, 4).tolist() == [0, 0, 0, 0, 4, 4, -1]
+    assert greedy_sets(a, b, w, 7, 0, 3).tolist() == [0, 0, 0, -1, 4, 4, -1]
+    # pairs that were apart last round go first, whatever their traffic
+    apart = np.array([False, True, True, True, False])
+    assert greedy_sets(a, b, w, 7, 0, 2, apart).tolist() == [0, 1, 1, 0, 4, 4, -1]
+    assert greedy_sets(a, b, w, 7, 0, 2).tolist() == [0, 0, 2, 2, 4, 4, -1]
+
+
+def test_labels_machine_keeps_the_distances():
+    topo = rankmap.topology_from_strings("2:3:2:2", "1:10:100:1000")
+    pes = np.array([1, 4, 5, 6, 7, 13, 20])  # some PEs of several nodes, in order
+    anc, dist = pe_labels(topo, pes)
+    sub = labels_machine(anc, dist)
+    assert sub.n_pes == len(pes)
+    i, j = np.triu_indices(len(pes), 1)
+    assert np.array_equal(sub.distance(i, j), topo.distance(pes[i], pes[j]))
+
+
+def test_set_remap_fixes_the_cut_of_four_groups():
+    """An 8 x 8 grid on four groups of 16 PEs (siblings), placed row by row
+    with the rows shuffled: auto on the set of four groups finds a far
+    smaller cut; every task keeps one PE of the set, J only falls."""
+    from rankmap.algorithms.distributed.multilevel import machine_groups
+
+    side, n = 8, 64
+    idx = np.arange(n).reshape(side, side)
+    src = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    dst = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    g = rankmap.CommGraph.from_edges(src, dst, np.full(len(src), 10.0), n=n)
+    topo = rankmap.topology_from_strings("4:4:4", "1:10:100")
+    _, start, stop, parent = machine_groups(topo, 1)
+    anc, dist = pe_labels(topo, start)
+    from rankmap.algorithms.distributed.balance import Groups
+
+    groups = Groups(start, stop, anc, dist, topo.n_pes, parent)
+    rows_order = np.random.default_rng(3).permutation(side)
+    pe = (rows_order[:, None] * side + np.arange(side)).ravel()  # grid row r on PEs of row rows_order[r]
+    ex = LocalExchange(n)
+    rows = symmetric_rows(np.arange(n), *rows_of_graph(g, np.arange(n)), ex)
+    labels = Labels.of(topo, pe)
+    from rankmap.deadline import Deadline
+
+    late = SetRemap(rows, labels, groups, ex, set_size=4, time_limit=0.2)
+    assert late.run(2, Deadline(0.0)) == [] and np.array_equal(labels.pe, pe)  # no time: no round
+    sets = SetRemap(rows, labels, groups, ex, set_size=4, time_limit=0.2)
+    before = rankmap.mapping_cost(g, topo, pe)
+    gains = sets.run(2)
+    after = rankmap.mapping_cost(g, topo, labels.pe)
+    assert sorted(labels.pe.tolist()) == list(range(n))
+    assert gains[0] > 0 and after < 0.8 * before
+    assert np.array_equal(labels.anc, pe_labels(topo, labels.pe)[0])
+    assert np.array_equal(sets.group, labels.pe // 16)

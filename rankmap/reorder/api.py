@@ -67,7 +67,7 @@ def call_seconds(options: dict, method: str) -> float:
 
 
 #: ``options`` that the distributed multilevel path takes (rank 0's values)
-MULTILEVEL_OPTIONS = ("coarse_max", "coarse_time_limit")
+MULTILEVEL_OPTIONS = ("coarse_max", "coarse_time_limit", "set_size")
 
 #: methods whose result is already swap-refined: ``refine="auto"`` skips them
 ALREADY_REFINED = ("auto", "swap")
@@ -174,11 +174,12 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     across the ranks, the coarse graph of at most 4096 vertices mapped by
     auto on rank 0, projection, swap rounds), kept only where it beats the
     current placement; ``multilevel=False``: the swap rounds alone, from the
-    current placement; ``options`` may set its ``coarse_max`` (default 4096)
-    and ``coarse_time_limit`` (auto's budget on rank 0, default 10).  No
-    rank holds more than its own row, its
+    current placement; ``options`` may set its ``coarse_max`` (default 4096),
+    ``coarse_time_limit`` (auto's budget on rank 0, default 10) and
+    ``set_size`` (sibling groups mapped again together on the tasks' level,
+    default 8).  No rank holds more than its own row, its
     neighbours' slot labels and its share of the coarse levels (rank 0 also
-    the coarsest graph).
+    the coarsest graph, the owner of a set its tasks).
 
     The swap rounds (the distributed path, and ``refine="rounds"``):
     ``max_rounds`` per descent; ``replicas`` (default 8): independent copies

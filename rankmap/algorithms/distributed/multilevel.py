@@ -21,7 +21,10 @@ need many rounds and cannot move a whole group of tasks to another node
      FM between pairs of sibling groups (``pairs.PairExchange``: exchanges
      of several vertices that no single move gains); members inherit their
      cluster's group; on the task level each group lays its tasks on its
-     PEs, ordered by the clusters of every level around them;
+     PEs, ordered by the clusters of every level around them, then sets of
+     up to eight sibling groups are mapped again by ``auto`` on one owner
+     each (``pairs.SetRemap``: which tasks share a node, where a coarse
+     graph of a few clusters per group packs poorly);
   4. the swap rounds (``swap_rounds.SwapRounds``) refine the tasks' PEs.
 Every step is a function of the global state (sorted records, seeded
 hashes), so the result is the same for any number of owners; no owner holds
@@ -40,7 +43,7 @@ import numpy as np
 from ...deadline import Deadline
 from .balance import GroupMoves, Groups
 from .coarsen import Coarsening, Level
-from .pairs import PairExchange
+from .pairs import SET_SIZE, SET_TIME_LIMIT, PairExchange, SetRemap
 from .protocol import OwnerProtocol
 from .swap_rounds import (REPLICAS, Labels, LocalExchange, RoundsResult, SwapRounds,
                           block_tasks, pe_labels, rows_of_graph, symmetric_rows)
@@ -63,6 +66,8 @@ CAP_FRACTION = 0.5
 BALANCE_ROUNDS = 2
 #: rounds of FM between pairs of sibling groups per level (``pairs``)
 PAIR_ROUNDS = 3
+#: rounds of ``auto`` on sets of sibling groups on the tasks' level (``pairs.SetRemap``)
+SET_ROUNDS = 3
 #: room above its PEs a group may take on the coarse levels of the uncoarsening
 LEVEL_SLACK = 0.05
 #: rounds of all levels together: the swap rounds get what the levels leave,
@@ -182,6 +187,7 @@ class MultilevelResult:
     kept_start: bool = False
     group_moves: list = field(default_factory=list)        # tasks moved per round
     pair_rounds: list = field(default_factory=list)        # FM rounds between group pairs, per level
+    set_gains: list = field(default_factory=list)          # J taken off per round of the set rounds
 
     @property
     def deadline_hit(self) -> bool:
@@ -199,7 +205,9 @@ class Multilevel(OwnerProtocol):
                  coarse_time_limit: float = COARSE_TIME_LIMIT, refine_rounds: int = REFINE_ROUNDS,
                  replicas: int = REPLICAS, kicks: int = 0, min_improvement: float = 1e-4,
                  cap_fraction: float = CAP_FRACTION, balance_rounds: int = BALANCE_ROUNDS,
-                 level_slack: float = LEVEL_SLACK, pair_rounds: int = PAIR_ROUNDS, deadline: Deadline | None = None):
+                 level_slack: float = LEVEL_SLACK, pair_rounds: int = PAIR_ROUNDS, set_rounds: int = SET_ROUNDS,
+                 set_size: int = SET_SIZE, set_time_limit: float = SET_TIME_LIMIT,
+                 deadline: Deadline | None = None):
         super().__init__(exchange)
         self.deadline = deadline  # owner 0's ends the swap rounds (see SwapRounds.run)
         self.rows, self.start, self.caps, self.topology = rows, start, list(caps), topology
@@ -208,6 +216,7 @@ class Multilevel(OwnerProtocol):
         self.replicas, self.kicks, self.min_improvement = replicas, kicks, min_improvement
         self.cap_fraction, self.balance_rounds = cap_fraction, balance_rounds
         self.level_slack, self.pair_rounds = level_slack, pair_rounds
+        self.set_rounds, self.set_size, self.set_time_limit = set_rounds, set_size, set_time_limit
 
     def run(self) -> MultilevelResult:
         n = self.rows.n_tasks
@@ -247,11 +256,12 @@ class Multilevel(OwnerProtocol):
             got = moves.run(min(self.balance_rounds, share))
             moved += got
             used += len(got)
-            pair_rounds = min(self.pair_rounds, share - len(got)) if contractions else 0
+            # on the tasks' level the set rounds (after the placement) do the pairs' work
+            pair_rounds = min(self.pair_rounds, share - len(got)) if i else 0
             if pair_rounds > 0:
                 pairs = PairExchange(levels[i], moves.group, moves.weight, self.groups, moves.limit,
                                      self.ex, seed=self.seed + i)
-                gains = pairs.run(pair_rounds)
+                gains = pairs.run(pair_rounds, self.deadline)
                 paired.append(len(gains))
                 used += len(gains)
                 moves.group = pairs.group
@@ -259,6 +269,13 @@ class Multilevel(OwnerProtocol):
             if i:
                 group, key = self._project(contractions[i - 1], moves.group, key)
         labels = moves.place(self.pe_labels, self.start.anc.shape[1])
+        set_gains = []
+        set_rounds = min(self.set_rounds, share - len(got)) if contractions else 0
+        if set_rounds > 0:
+            sets = SetRemap(self.rows, labels, self.groups, self.ex, seed=self.seed,
+                            set_size=self.set_size, time_limit=self.set_time_limit)
+            set_gains = sets.run(set_rounds, self.deadline)
+            used += len(set_gains)
         j_start = float(self._allreduce(SwapRounds(self.rows, self.start, self.ex, replicas=1).cost())[0])
         sr = SwapRounds(self.rows, labels, self.ex, seed=self.seed, replicas=self.replicas)
         res = sr.run(max_rounds=max(min(self.refine_rounds, ROUND_BUDGET - used), MIN_REFINE_ROUNDS),
@@ -266,8 +283,8 @@ class Multilevel(OwnerProtocol):
         kept = res.J_after >= j_start  # the same on every owner: allreduced values
         out = self.start if kept else res.labels
         return MultilevelResult(out, j_start, min(res.J_after, j_start), res.J_before,
-                                sum(lp_rounds) + len(moved) + sum(paired) + res.rounds, lp_rounds, sizes, res,
-                                bool(kept), moved, paired)
+                                sum(lp_rounds) + len(moved) + sum(paired) + len(set_gains) + res.rounds, lp_rounds,
+                                sizes, res, bool(kept), moved, paired, set_gains)
 
     def _central(self, level: Level, depth: int):
         """Gather the coarse graph on one owner and map it there; returns
