@@ -106,3 +106,11 @@ def test_auto_step_settles_with_swaps_and_never_raises_j():
     same, j_same, _ = cycle_exchanges(g, topo, best, mapping_cost(g, topo, best), 1.0, seed=0,
                                       deadline=Deadline.of(None))
     assert np.array_equal(same, best) and j_same == mapping_cost(g, topo, best)
+
+
+def test_groups_of_one_core_cycle_single_tasks():
+    # 1:10-like trees: every group is one core, so units are single tasks only (no pairs)
+    g, topo = _graph(TRIANGLE, 6), hierarchy_topology([1, 6], [1, 10])
+    start = np.arange(6)
+    pe, removed, _ = cycle_refine(g, topo, start)
+    assert removed == 0 and np.array_equal(pe, start)   # one task per group: every cycle leaves the cut as it is

@@ -55,7 +55,7 @@ def _units(group: np.ndarray, a0: int):
     """Units of two tasks: every pair of tasks in one group, as (first, second)."""
     order = np.argsort(group, kind="stable")
     g = group[order]
-    first, second = [], []
+    first, second = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]  # none with one core per group
     for d in range(1, min(a0, MAX_GROUP)):
         i = np.flatnonzero(g[:-d] == g[d:])
         first.append(order[i])
