@@ -26,6 +26,7 @@ max load / L_max.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -277,6 +278,15 @@ def external_peers(seed: int) -> dict:
 
 
 # ------------------------------------------------------------------ runs
+def record(args, row: dict) -> None:
+    """Append one instance's results to ``--json`` as a JSON line, as soon as
+    it is measured, so a long run's rows survive a cut."""
+    if args.json:
+        row["load"] = Path("/proc/loadavg").read_text().split()[:3]
+        with open(args.json, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
 def timed(fn):
     t = time.perf_counter()
     out = fn()
@@ -307,7 +317,9 @@ def one_to_one_methods(args, scotch):
         return map_tasks(g, topo, method="multilevel", seed=args.seed).pe_of_task, 0
 
     extra = {f"auto@{limit:g}": auto_at(limit) for limit in args.also_limits}
-    return {"auto": ours, **extra, "ms-fast": ms, "multilevel": multilevel}, peers
+    ours = {"auto": ours, **extra, "ms-fast": ms, "multilevel": multilevel}
+    return ({k: v for k, v in ours.items() if k == "auto" or k not in args.skip},
+            {k: v for k, v in peers.items() if k not in args.skip})
 
 
 def run_one_to_one(args, scotch):
@@ -344,6 +356,9 @@ def run_one_to_one(args, scotch):
             res["auto-match"] = time_to_match(args, g, topo, min(res[p][0] for p in peers), res["auto"])
         rows.append((label, g.n, res))
         print_row(label, g.n, res, list(peers), columns, flush=True)
+        record(args, {"kind": "one-to-one", "instance": label, "n": g.n, "peers": list(peers),
+                      "results": {m: {"J": float(j), "seconds": t, "repaired": bool(f)}
+                                  for m, (j, t, f) in res.items() if m != "auto-match"}})
     return rows, list(peers), columns
 
 
@@ -443,10 +458,12 @@ def run_many_to_one(args, scotch):
     marked !), max load / L_max, seconds; then the quality goals."""
     graphs, ks = SIZES[args.size]
     graphs = args.graphs or graphs
+    ks = args.ks or ks
     print("\nmany-to-one: application graph onto 4:8:k, D = 1:10:100, eps = 3%: J / best peer J "
           "(max load / L_max, ! = above L_max), seconds")
     sharedmap = peer_binary("sharedmap") is not None
     names = ["auto", "multilevel", "mtkahypar"] + (["scotch"] if scotch else []) + (["sm-strong"] if sharedmap else [])
+    names = [m for m in names if m == "auto" or m not in args.skip]
     ours = ("auto", "multilevel")
     print(f"{'instance':<14}{'n':>6} {'best peer J':>12} " + " ".join(f"{m:>26}" for m in names)
           + (f" {'auto-match budget, s':>26}" if args.match else ""))
@@ -465,7 +482,7 @@ def run_many_to_one(args, scotch):
             if sharedmap:  # its own balance rule is one unit looser on small blocks: checked against ours below
                 runs["sm-strong"] = lambda: sharedmap_peer(app, arities, dists, "strong", eps=0.03,
                                                            weights=app.vertex_weights, seed=args.seed)[0]
-            res = {m: timed(fn) for m, fn in runs.items()}
+            res = {m: timed(fn) for m, fn in runs.items() if m in names}
             js = {m: mapping_cost(app, topo, pe) for m, (pe, _) in res.items()}
             best = min(v for m, v in js.items() if m not in ours)
             cells = []
@@ -474,7 +491,8 @@ def run_many_to_one(args, scotch):
                 over = "!" if rep["max_load"] > rep["L_max"] else " "
                 cells.append(f"{js[m] / best:>9.3f} ({rep['max_load'] / rep['L_max']:.3f}{over}) {res[m][1]:>6.2f}s")
             ratios.append(js["auto"] / best)
-            ml_ratios.append(js["multilevel"] / best)
+            if "multilevel" in js:
+                ml_ratios.append(js["multilevel"] / best)
             fastest = min(res[m][1] for m in names if m not in ours)
             times.append(res["auto"][1] / fastest)
             if args.match:
@@ -483,11 +501,16 @@ def run_many_to_one(args, scotch):
                 cells.append(f"{'default' if limit is None else f'{limit:g}':>7} {secs:>6.2f}s")
             print(f"{name + '/' + str(topo.n_pes):<14}{app.n:>6} {best:>12.6g} " + " ".join(f"{c:>26}" for c in cells),
                   flush=True)
+            reports = {m: balance_report(res[m][0], app.vertex_weights, topo.n_pes, 0.03) for m in names}
+            record(args, {"kind": "many-to-one", "instance": f"{name}/{topo.n_pes}", "n": app.n, "eps": 0.03,
+                          "results": {m: {"J": float(js[m]), "seconds": res[m][1],
+                                          "max_load": float(reports[m]["max_load"]),
+                                          "L_max": float(reports[m]["L_max"])} for m in names}})
     r = np.asarray(ratios)
     print(f"auto many-to-one over {r.size} instances: geomean J/best-peer "
           f"{math.exp(np.mean(np.log(r))):.4f}  best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  "
           f"worst {r.max():.4f}  geomean time/fastest peer {math.exp(np.mean(np.log(times))):.2f}")
-    r = np.asarray(ml_ratios)
+    r = np.asarray(ml_ratios or [math.nan])
     print(f"multilevel many-to-one: geomean J/best-peer {math.exp(np.mean(np.log(r))):.4f}  "
           f"best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  worst {r.max():.4f}")
     if match:
@@ -532,6 +555,9 @@ def main(argv=None) -> int:
     ap.add_argument("--many", action="store_true", help="also run the many-to-one comparison")
     ap.add_argument("--only-many", action="store_true", help="run only the many-to-one comparison")
     ap.add_argument("--plot", default="benchmarks/results/quality_peers.png")
+    ap.add_argument("--json", help="append every instance's results to this file as JSON lines as they come")
+    ap.add_argument("--skip", type=lambda v: {x for x in v.split(",") if x}, default=set(),
+                    help="comma-separated tools to leave out (ours or peers, not auto), e.g. multilevel,mtkahypar")
     args = ap.parse_args(argv)
     print("load average:", Path("/proc/loadavg").read_text().strip())
     scotch = ensure_scotch()

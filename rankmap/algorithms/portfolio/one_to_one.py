@@ -64,6 +64,7 @@ from ...cost import mapping_cost
 from ...deadline import Deadline
 from ...topology import Topology
 from .. import METHODS, register
+from ..refine.cycles import cycle_refine
 from ..refine.moves import move_refine
 from ..refine.rebisect import top_subtree_size
 from ..refine.swaps import refine_around, refine_swaps
@@ -86,6 +87,8 @@ _PER_SCAN_STEP = 1.7e-9    # refine_around: one task scan costs n * depth + m of
 _CACHED_TASKS = 12_000    # ... up to about this many tasks (beyond: _memory_factor)
 _PER_KICK = 1.2e-4         # one kick's fixed cost (kick, J, pair lists) ...
 _PER_KICK_EDGE = 1e-8      # ... plus this per edge
+_PER_CYCLE_TASK = 4e-5     # one round of cyclic exchanges (refine/cycles.py), per task (0.2 s cpu for
+                           # 10 rounds on a 512-task model at load ~80: cpu time, which the load leaves alone)
 MARGIN = 1.5  # the fits hold on the models they came from; a stencil of 2^11-2^16 tasks
               # ran up to 2x slower, and the same machine 30% slower an hour later
 _REFINE_PASSES = 4    # typical passes until no gain from a good start
@@ -99,6 +102,8 @@ PATIENCE = 64         # ... and kicks without a gain before it stops, at least, 
 COVER_TOUCHES = 4     # enough kicks to touch every task this many times on average
 DIVERSE_STARTS = 3    # the three cheapest starts always run (when planned) ...
 SEARCH_SHARE = 0.3    # ... later ones leave this share of the budget to the iterated local search
+CYCLE_SHARE = 0.1     # the cyclic exchanges after the search: this share of the budget on top of it ...
+MIN_CYCLE_ROUNDS = 4  # ... and at least this many rounds (a round that finds no cycle ends them)
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
 
@@ -337,6 +342,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
             began, spent_then = time.monotonic(), spent
     best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent,
                                       deadline=deadline)
+    # last, on what the kicks left, CYCLE_SHARE of the budget on top (the kicks never make these moves)
+    best_pe, best_j, _ = cycle_exchanges(graph, topology, best_pe, best_j, CYCLE_SHARE * budget, seed, deadline)
     if graph.n < topology.n_pes:
         best_pe, best_j = _use_free_pes(graph, topology, best_pe, best_j, seed, deadline)
     return best_pe
@@ -360,6 +367,30 @@ def slowness(began: float, spent: float) -> float:
     if spent < 1e-3:
         return 1.0
     return max(1.0, (time.monotonic() - began) / spent)
+
+
+def cycle_exchanges(graph, topology, pe_of_task, j: float, budget: float, seed: int, deadline: Deadline):
+    """Cyclic exchanges of tasks and task pairs among the groups of every
+    node (``refine/cycles.py``: moves no swap sequence makes, e.g. the five
+    pairs Mt-KaHyPar's mapping of data/128 moves around five groups), as many
+    rounds as ``budget`` (estimated seconds) pays for (at least MIN_CYCLE_ROUNDS
+    up to N2_MAX_TASKS tasks: the default budget of a 128-task model pays for
+    none), then swap refinement
+    around the moved tasks; returns the mapping, its J and the work's
+    estimated seconds.  Never a higher J."""
+    per_round = graph.n * _PER_CYCLE_TASK * _memory_factor(graph.n)
+    rounds = max(int(budget / per_round), MIN_CYCLE_ROUNDS if graph.n <= N2_MAX_TASKS else 0)
+    if rounds < 1:
+        return pe_of_task, j, 0.0
+    pe, removed, made = cycle_refine(graph, topology, pe_of_task, max_rounds=rounds, deadline=deadline)
+    work = made * per_round
+    if removed <= 0:
+        return pe_of_task, j, work
+    cap = max(int((budget - work) / _scan_seconds(graph, topology)), 1)
+    pe, scans, cj = refine_around(graph, topology, pe, np.flatnonzero(pe != pe_of_task), seed=seed,
+                                  max_scans=cap, deadline=deadline)
+    work += scans * _scan_seconds(graph, topology)
+    return (pe, cj, work) if cj < j else (pe_of_task, j, work)
 
 
 def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int, deadline: Deadline):
