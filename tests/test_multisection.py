@@ -1,6 +1,8 @@
 """Hierarchical multisection: exact permutations, planted optima, irregular
 trees, many-to-one balance (SharedMap Lemma 5.1)."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -120,6 +122,55 @@ def test_workers_give_the_same_mapping(monkeypatch):
     assert len(pools) >= 2  # the first two cases went through worker processes
     m = map_tasks(g, cases[0][0], method="multisection", workers="2", seed=2)
     assert np.array_equal(m.pe_of_task, ms.multisection_map(g, cases[0][0], seed=2))
+
+
+def test_a_script_without_a_main_guard_can_use_workers(tmp_path):
+    """Worker processes start without the caller's main module: a script
+    with no ``if __name__ == "__main__":`` guard runs once and gets the
+    mapping of one process (the fork server would otherwise re-run it in
+    every worker)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "from rankmap.algorithms.construct import multisection as ms\n"
+        "from rankmap.topology.hierarchy import hierarchy_topology\n"
+        "from tests.quality_instances import grid_graph\n"
+        "print('main ran', flush=True)\n"
+        "ms.PARALLEL_MIN_TASKS = 0\n"
+        "pools = []\n"
+        "real_pool = ms._worker_pool\n"
+        "ms._worker_pool = lambda *a: pools.append(a) or real_pool(*a)\n"
+        "pe = ms.multisection_map(grid_graph(16, 16), hierarchy_topology([4, 16, 4], [1, 10, 100]), seed=2,\n"
+        "                         workers=2)\n"
+        "print('pools', len(pools))\n"
+        "print(' '.join(map(str, pe)))\n")
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert lines.count("main ran") == 1 and "pools 1" in lines
+    from rankmap.algorithms.construct import multisection as ms
+
+    one = ms.multisection_map(grid_graph(16, 16), hierarchy_topology([4, 16, 4], [1, 10, 100]), seed=2, workers=1)
+    assert lines[-1] == " ".join(map(str, one))
+
+
+def test_workers_default_to_the_cores_and_to_one_inside_an_mpi_job(monkeypatch):
+    from rankmap import cores
+    from rankmap.algorithms.construct import multisection as ms
+
+    for v in cores.LAUNCHER_VARIABLES:
+        monkeypatch.delenv(v, raising=False)
+    assert cores.default_workers() == cores.available_cores() >= 1
+    monkeypatch.setenv("PMI_RANK", "0")  # as Hydra sets it in every rank
+    assert cores.default_workers() == 1
+    monkeypatch.setattr(ms, "PARALLEL_MIN_TASKS", 0)
+    monkeypatch.setattr(ms, "_worker_pool", lambda *a: pytest.fail("a worker pool inside an MPI job"))
+    ms.multisection_map(grid_graph(8, 8), hierarchy_topology([4, 4, 4], [1, 10, 100]), seed=1)
 
 
 def test_many_children_are_split_through_groups():

@@ -21,7 +21,6 @@ examples:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import numpy as np
@@ -98,20 +97,6 @@ def add_arguments(p) -> None:
                         "kick costs about one more descent's rounds")
 
 
-#: methods whose ``workers`` option runs sub-problems in processes (large
-#: instances only); a library call keeps workers=1, since worker processes
-#: re-import the caller's main module (scripts need a __main__ guard)
-PARALLEL_METHODS = ("auto", "multisection")
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its affinity mask)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity call on this platform
-        return os.cpu_count() or 1
-
-
 class ListMethods(argparse.Action):
     """``--methods``: print the registry and exit.  The method names are not
     argparse choices because listing them imports every method (numba, KaHIP,
@@ -185,8 +170,6 @@ def run(args) -> int:
                         "mapping)")
     deadline = Deadline(args.time_limit, start=args.started)  # start-up and reading count too
     graph, topology, recorded, options = _load(args)
-    if args.method in PARALLEL_METHODS:  # the same mapping for any number (--option workers=N)
-        options.setdefault("workers", available_cores())
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
                         deadline=deadline, **options)
     return _report(args, graph, topology, recorded, mapping)

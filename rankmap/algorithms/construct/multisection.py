@@ -31,10 +31,14 @@ result is always a valid mapping.
 
 from __future__ import annotations
 
+import sys
+import types
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
+from ...cores import workers_option
 from ...deadline import Deadline
 from ...graph import CommGraph
 from ...mapping import DEFAULT_EPS, balance_report
@@ -123,7 +127,7 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      eps: float | None = None, backend: str = "kahip", preset: str = "eco",
                      threads: int = 1, steiner: bool = False, tries: int = 1,
                      fast_below: float = 0.0, deterministic: bool = False,
-                     slack_by_distance: bool = False, workers: int = 1, levels: int | None = None,
+                     slack_by_distance: bool = False, workers: int | None = None, levels: int | None = None,
                      deadline: Deadline | None = None) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
     ``topology`` (see the module docstring).  With ``tries`` > 1 every
@@ -142,7 +146,8 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     top cut gets most of the imbalance and the cheap levels below split
     nearly evenly; the final loads stay within L_max either way.
     ``workers`` > 1: once the top levels have made enough independent
-    subtrees, they are multisected in that many processes.  A sub-problem's
+    subtrees, they are multisected in that many processes (None: the
+    cores available, one inside an MPI job; ``rankmap.cores``).  A sub-problem's
     seed is ``seed`` plus its tree node (plus the try), so the result is the
     same for any number of workers.  ``levels``: only the top that many
     splitting levels are partitioned, the tasks of each subtree below are
@@ -166,7 +171,9 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     deadline = Deadline.of(deadline)
     pe_of_task = np.full(n, -1, dtype=np.int64)
     frontier = [(topology.root, np.arange(n, dtype=np.int64))]
-    parallel = workers > 1 and n >= PARALLEL_MIN_TASKS and levels is None
+    workers = workers_option(workers)
+    parallel = (workers > 1 and n >= PARALLEL_MIN_TASKS and levels is None
+                and deadline.remaining() > POOL_PAYS_BACK_SECONDS)
     split = 0
     while frontier and not deadline.expired() and (not parallel or len(frontier) < SUBTREES_PER_WORKER * workers) \
             and (levels is None or split < levels):
@@ -177,7 +184,9 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     elif frontier:  # the independent subtrees, each multisected whole by a worker
         jobs = [(node, graph.symmetric[tasks][:, tasks], w[tasks], deadline) for node, tasks in frontier]
         with _worker_pool(workers, setting) as pool:
-            for (_, tasks), (pe, cut) in zip(frontier, pool.map(_subtree_job, jobs, chunksize=1)):
+            with _without_main():  # map submits every job, so starts every process, here
+                results = pool.map(_subtree_job, jobs, chunksize=1)
+            for (_, tasks), (pe, cut) in zip(frontier, results):
                 pe_of_task[tasks] = pe
                 deadline.hit |= cut
     return pe_of_task
@@ -185,6 +194,7 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
 
 PARALLEL_MIN_TASKS = 4096  # fewer tasks than this are multisected in this process, whatever ``workers``
 SUBTREES_PER_WORKER = 4    # split serially until there are this many subtrees per worker
+POOL_PAYS_BACK_SECONDS = 3.0  # the worker processes take 1.1-1.3 s to start: with less time left, one process
 
 
 def _descend(setting: _Setting, sym, w, node: int, deadline: Deadline) -> np.ndarray:
@@ -405,9 +415,8 @@ def _subtree_job(job) -> tuple[np.ndarray, bool]:
 def _worker_pool(workers: int, setting: _Setting):
     """``workers`` processes holding ``setting``.  They come from a fork
     server (forking this process could copy Mt-KaHyPar's thread pool in a
-    locked state) that has this module loaded already; like spawn, it
-    imports the calling program's main module, so scripts need the usual
-    ``if __name__ == "__main__":`` guard."""
+    locked state) that has this module loaded already.  Submit under
+    ``_without_main``: the processes start at submission."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -417,6 +426,21 @@ def _worker_pool(workers: int, setting: _Setting):
                                initargs=(setting,))
 
 
+@contextmanager
+def _without_main():
+    """Hide the caller's ``__main__`` while worker processes start: like
+    spawn, the fork server re-runs the main module in every child (a script
+    without an ``if __name__ == "__main__":`` guard would map again, or
+    start processes while bootstrapping); the workers need only this
+    package."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 @register("multisection", "top-down hierarchical multisection with KaHIP or Mt-KaHyPar "
                           "(options: backend=kahip|mtkahypar|both, preset=fast|eco|strong, threads, "
                           "steiner=true: Mt-KaHyPar's own mapping on subtrees of <= 64 PEs, "
@@ -424,10 +448,10 @@ def _worker_pool(workers: int, setting: _Setting):
                           "fast_below=F: fast preset where a cut costs < F x the top level's, "
                           "slack=lemma|distance: imbalance per level as SharedMap or by distance, "
                           "deterministic=true: Mt-KaHyPar's repeatable presets, "
-                          "workers=N: sub-problems of a level in N processes, same result, "
+                          "workers=N: sub-problems of a level in N processes, same result (default: the cores), "
                           "levels=N: only the top N levels partitioned, the given order below)")
 def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
-                 steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, workers=1,
+                 steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, workers=None,
                  levels=None, deadline=None, **_):
     if str(slack) not in ("lemma", "distance"):
         raise ValueError(f"option slack={slack!r}: expected lemma or distance")
@@ -436,6 +460,6 @@ def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="
                             tries=int(tries), fast_below=float(fast_below),
                             slack_by_distance=str(slack) == "distance",
                             deterministic=str(deterministic).strip().lower() in ("1", "true", "yes", "on"),
-                            workers=int(workers), levels=None if levels is None else int(levels),
+                            workers=None if workers is None else int(workers), levels=None if levels is None else int(levels),
                             deadline=deadline)
 

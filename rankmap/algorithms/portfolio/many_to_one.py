@@ -123,10 +123,10 @@ def plan_many(graph, topology, time_limit: float | None, seed: int = 0) -> tuple
 
 
 def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
-              time_limit: float | None = None, workers: int = 1, deadline: Deadline | None = None) -> np.ndarray:
+              time_limit: float | None = None, workers: int | None = None, deadline: Deadline | None = None) -> np.ndarray:
     """Best J of the planned multisection runs, move-refined, then the best
     swap-refined (see the module docstring); ``workers`` processes per
-    multisection (the same result).  The ``deadline`` ends the runs early:
+    multisection (the same result; None: the cores available).  The ``deadline`` ends the runs early:
     the best so far is returned."""
     deadline = Deadline.of(deadline)
     eps = DEFAULT_EPS if eps is None else eps

@@ -287,16 +287,16 @@ def _ordered(runs, budget: float, n: int):
 
 @register("auto", "best J of multisection / GreedyAllC / TreeMatch runs with swap refinement "
                   "within time_limit seconds (default 10; deterministic per seed and budget; "
-                  "workers=N: multisections in N processes, same result)",
+                  "workers=N: multisections in N processes, same result; default the cores)",
           machines=("tree", "mesh"))
-def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadline=None, **options):
+def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, deadline=None, **options):
     deadline = Deadline.of(deadline)
     if not isinstance(topology, Topology):  # a mesh/torus: the tree methods do not apply
         return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, deadline=deadline, **options)
     if eps is not None or graph.n > topology.n_pes:  # many tasks per PE: a portfolio of its own
         from .many_to_one import auto_many
 
-        return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=int(workers),
+        return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=workers,
                          deadline=deadline)
     best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE
     best_j = mapping_cost(graph, topology, best_pe)
@@ -322,7 +322,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=1, deadl
             continue  # it would end after the deadline (the first start is cut inside instead)
         run_seed = opts.pop("seed")
         if name == "multisection":  # the plan and the result do not depend on it
-            opts["workers"] = int(workers)
+            opts["workers"] = workers
         if opts.get("start") == "best":  # V-cycles on the best mapping so far
             opts["start"] = best_pe
         spent += cost
