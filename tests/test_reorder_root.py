@@ -11,7 +11,7 @@ import rankmap.algorithms.portfolio.one_to_one as auto_module
 from rankmap.algorithms import AUTO_FIRST_CALL
 from rankmap.algorithms.distributed.swap_rounds import REPLICAS
 from rankmap.deadline import Deadline
-from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT, _map_on_root, call_seconds
+from rankmap.reorder.api import IN_PROGRAM_TIME_LIMIT, _map_on_root, call_seconds, multilevel_tuning
 
 
 def ring_rows(p: int):
@@ -82,3 +82,13 @@ def test_the_default_bound_pays_autos_first_start_once(monkeypatch):
     assert call_seconds({"time_limit": 0.2}, "auto") == 0.2
     monkeypatch.setitem(sys.modules, "numba", object())
     assert call_seconds({}, "auto") == IN_PROGRAM_TIME_LIMIT
+
+
+def test_the_coarse_mapping_gets_a_share_of_the_calls_limit():
+    """The distributed path's coarse mapping plans for half the call's
+    limit (at most 10 s) unless told otherwise: a 10 s plan inside a 0.5 s
+    call was always cut by the clock."""
+    assert multilevel_tuning({})["coarse_time_limit"] == pytest.approx(IN_PROGRAM_TIME_LIMIT / 2)
+    assert multilevel_tuning({"time_limit": 4, "set_size": 2}) == {"coarse_time_limit": 2.0, "set_size": 2}
+    assert multilevel_tuning({"time_limit": 60})["coarse_time_limit"] == 10.0
+    assert multilevel_tuning({"time_limit": 60, "coarse_time_limit": 30})["coarse_time_limit"] == 30

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms.distributed.multilevel import Multilevel, level_caps
+from ..algorithms.distributed.multilevel import COARSE_TIME_LIMIT, Multilevel, level_caps
 from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds,
                                                   rounds_options)
 from ..algorithms import AUTO_FIRST_CALL
@@ -68,6 +68,8 @@ def call_seconds(options: dict, method: str) -> float:
 
 #: ``options`` that the distributed multilevel path takes (rank 0's values)
 MULTILEVEL_OPTIONS = ("coarse_max", "coarse_time_limit", "set_size")
+#: the share of the call's time limit that is the coarse mapping's budget, unless ``coarse_time_limit`` is given
+COARSE_SHARE = 0.5
 
 #: methods whose result is already swap-refined: ``refine="auto"`` skips them
 ALREADY_REFINED = ("auto", "swap")
@@ -175,7 +177,8 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     auto on rank 0, projection, swap rounds), kept only where it beats the
     current placement; ``multilevel=False``: the swap rounds alone, from the
     current placement; ``options`` may set its ``coarse_max`` (default 4096),
-    ``coarse_time_limit`` (auto's budget on rank 0, default 10) and
+    ``coarse_time_limit`` (auto's budget on rank 0, default half the call's
+    time limit, at most 10) and
     ``set_size`` (sibling groups mapped again together on the tasks' level,
     default 8).  No rank holds more than its own row, its
     neighbours' slot labels and its share of the coarse levels (rank 0 also
@@ -376,13 +379,23 @@ def _distributed(comm, row, place, settings, deadline):
                  "deadline_hit": res.deadline_hit}
 
 
+def multilevel_tuning(options: dict) -> dict:
+    """The distributed multilevel path's options: those given, and the
+    coarse mapping's counted budget as a share of the call's time limit (a
+    larger one would only be cut by the clock, and no longer repeat)."""
+    tuning = {k: v for k, v in options.items() if k in MULTILEVEL_OPTIONS}
+    limit = float(options.get("time_limit", IN_PROGRAM_TIME_LIMIT))
+    tuning.setdefault("coarse_time_limit", min(COARSE_TIME_LIMIT, COARSE_SHARE * limit))
+    return tuning
+
+
 def _multilevel(comm, rows, place, ex, settings, deadline):
     """The distributed multilevel mapping; rank 0 (which holds the slot
     topology) maps the coarse graph."""
     root = comm.Get_rank() == 0
     caps = comm.bcast(root_step(comm, "reading the machine levels", level_caps, place.topology),
                       root=0)
-    tuning = {k: v for k, v in settings["options"].items() if k in MULTILEVEL_OPTIONS}
+    tuning = multilevel_tuning(settings["options"])
     ml = Multilevel(rows, place.label, ex, caps, place.topology if root else None,
                     seed=settings["seed"], replicas=settings["replicas"], kicks=settings["kicks"],
                     min_improvement=settings["min_improvement"], deadline=deadline, **tuning)
