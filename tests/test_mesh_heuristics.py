@@ -311,3 +311,26 @@ def test_compiled_mesh_swap_refinement_reaches_a_swap_optimum():
     frac = MeshTopology((4, 4), cores=2, intra_node_distance=0.5)
     assert _compiled_kernel(frac) is None
     assert mapping_cost(g, frac, swap_refine(g, frac, start)) <= mapping_cost(g, frac, start)
+
+
+def test_mesh_auto_keeps_to_a_work_limit(monkeypatch):
+    """A counted budget: candidates that do not fit are skipped (here the
+    graph layout and the geometric heuristics), the refinements get the
+    rest as pairs and exchange rounds; the result repeats, is never worse
+    than the given order, and more budget is never worse here."""
+    import rankmap.algorithms.mesh.heuristics as heuristics
+    from rankmap.algorithms.refine import swaps
+
+    g, _ = grid_graph(32, 32, perm=np.random.default_rng(1).permutation(1024))
+    m = MeshTopology((8, 8, 16), torus=True)
+    evaluated = []
+    real = swaps.refine_swaps
+    monkeypatch.setattr(swaps, "refine_swaps", lambda *a, **k: (lambda r: evaluated.append(r[1].evaluated) or r)(
+        real(*a, **k)))
+    monkeypatch.setattr(heuristics, "infer_coordinates", lambda *a, **k: pytest.fail("laid out beyond the budget"))
+    small = [map_tasks(g, m, method="auto", work_limit=0.3).pe_of_task for _ in range(2)]
+    assert np.array_equal(*small)
+    assert max(evaluated) <= 0.3 / heuristics.PAIR_PRICE + swaps.PAIR_SLICE
+    j_small = mapping_cost(g, m, small[0])
+    assert j_small < mapping_cost(g, m, np.arange(g.n))
+    assert mapping_cost(g, m, map_tasks(g, m, method="mesh_auto", work_limit=1.0).pe_of_task) <= j_small

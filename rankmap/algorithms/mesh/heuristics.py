@@ -52,6 +52,7 @@ node's slots are handed out round-robin over its cores.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 
 import numpy as np
@@ -59,7 +60,7 @@ import numpy as np
 from ...cost import mapping_cost
 from ...deadline import Deadline
 from ...graph import CommGraph
-from ...layout import check_coordinates, infer_coordinates, load_coordinates
+from ...layout import SPRING_MAX_TASKS, check_coordinates, infer_coordinates, load_coordinates
 from ...topology.mesh import MeshTopology
 from .. import METHODS, register
 from ..construct.baselines import pe_capacity
@@ -293,47 +294,90 @@ def pairs(graph, topology, *, seed=0, eps=None, search="tree", rounds=8, **_):
 # identity is a candidate: a program's own rank order is often a good
 # mapping already (Bhatele & Kale sec. VIII), and auto must not lose to it
 # mesh_bisect: recursive bisection of graph and mesh (KaHIP), the partitioning start;
-# curve: the given order along a Z-order curve (mesh_curve.py: exact on NPB CG)
-MESH_AUTO_CANDIDATES = ["identity", "curve", "mht", "coce_mht", "bft", "coce", "affn", "mesh_bisect"]
+# curve: the given order along a Z-order curve (mesh_curve.py: exact on NPB CG);
+# under a budget the order matters: the partitioning start first, the ones
+# that need a graph layout (the costliest step below 1024 tasks) last
+MESH_AUTO_CANDIDATES = ["identity", "curve", "mesh_bisect", "mht", "bft", "coce_mht", "coce", "affn"]
 
 
 MESH_AUTO_N2_MAX_TASKS = 256  # swap refinement: all pairs up to here, N_C^10 beyond
 
 
+#: the candidates that need task coordinates (a layout of the graph when none are given)
+NEEDS_COORDS = ("coce_mht", "coce", "affn")
+#: counted seconds per task of each candidate, of a graph layout, of one pair
+#: the swap refinement evaluates and of a pairwise-exchange round per task
+#: (CPU seconds, warm, on scrambled 2-D and 3-D stencils of 256-4096 tasks
+#: on tori: about the larger figure of each)
+CANDIDATE_PRICE = {"identity": 0.0, "curve": 0.0, "mht": 6.0e-4, "coce_mht": 6.0e-4, "bft": 3.5e-4,
+                   "coce": 4.0e-4, "affn": 7.0e-4, "mesh_bisect": 3.5e-3}
+LAYOUT_PRICE = {"spring": 1.0e-5, "spectral": 2.0e-4}  # spring: per task squared
+PAIR_PRICE = 1.2e-6
+EXCHANGE_ROUND_PRICE = 1.5e-5
+CANDIDATE_SHARE = 0.5  # of a budget: the candidates; the rest refines the best of them
+
+
 @register("mesh_auto", "mesh/torus: the best mesh heuristics (and identity), each refined by swap "
                        "refinement and pairwise exchange",
           machines=("mesh",))
-def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, deadline=None, **options):
-    """Run every candidate; refine the ``refine_best`` lowest-J ones (local
+def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, time_limit=None, deadline=None,
+              **options):
+    """Run the candidates; refine the ``refine_best`` lowest-J ones (local
     optima differ by start) by swap refinement followed by pairwise
     exchange, and up to MESH_AUTO_N2_MAX_TASKS tasks also by pairwise
     exchange alone (it won only on the 64-rank MapLib traffic); keep the
-    lowest J.  After the ``deadline`` no further candidate or refinement
-    starts (the first candidate always runs)."""
+    lowest J.  ``time_limit`` is a counted budget (the prices above): half
+    of it for candidates that fit, the rest shared by the refinements as
+    pairs evaluated and exchange rounds, so the result repeats on any
+    machine; none: every candidate, refinement to convergence.  After the
+    ``deadline`` no further candidate or refinement starts (the first
+    candidate always runs)."""
     deadline = Deadline.of(deadline)
     _require_mesh(topology)
-    if options.get("coords") is None and options.get("coords_file") is None and graph.n:
-        # lay the graph out once for the three geometric heuristics
-        options["coords"] = infer_coordinates(graph, topology.ndim, seed=seed,
-                                              method=options.get("layout", "auto"))
+    n = graph.n
+    budget = math.inf if time_limit is None else float(time_limit)
+    spent = 0.0
+    laid_out = options.get("coords") is not None or options.get("coords_file") is not None or not n
     starts = []
     for name in MESH_AUTO_CANDIDATES:
         if starts and deadline.expired():
             break
+        price = CANDIDATE_PRICE[name] * n
+        if name in NEEDS_COORDS and not laid_out:
+            price += _layout_price(n, options.get("layout", "auto"))
+        if starts and spent + price > CANDIDATE_SHARE * budget:
+            continue  # a cheaper one may still fit
+        spent += price
+        if name in NEEDS_COORDS and not laid_out:  # lay the graph out once for the geometric heuristics
+            options["coords"] = infer_coordinates(graph, topology.ndim, seed=seed,
+                                                  method=options.get("layout", "auto"))
+            laid_out = True
         pe = METHODS[name].fn(graph, topology, seed=seed, eps=eps, **options)
         starts.append((mapping_cost(graph, topology, pe), len(starts), pe))
-    depth = "n2" if graph.n <= MESH_AUTO_N2_MAX_TASKS else 10
+    depth = "n2" if n <= MESH_AUTO_N2_MAX_TASKS else 10
+    best_starts = sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]
+    share = (budget - spent) / len(best_starts) / 2  # per start: half swaps, half exchange rounds
+    pairs = None if math.isinf(share) else int(share / PAIR_PRICE)
+    exchange_rounds = rounds if math.isinf(share) else min(rounds, int(share / (EXCHANGE_ROUND_PRICE * max(n, 1))))
     best, best_j = None, np.inf
-    for _, _, pe in sorted(starts, key=lambda s: s[:2])[:max(1, refine_best)]:
-        swapped = swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps, deadline=deadline)
-        for start in ((pe, swapped) if graph.n <= MESH_AUTO_N2_MAX_TASKS else (swapped,)):
+    for _, _, pe in best_starts:
+        swapped = swap_refine(graph, topology, pe, depth=depth, seed=seed, eps=eps, deadline=deadline,
+                              max_evaluations=pairs)
+        for start in ((pe, swapped) if n <= MESH_AUTO_N2_MAX_TASKS else (swapped,)):
             if best is not None and deadline.expired():
                 break
-            out = pairwise_exchange(graph, topology, start, eps=eps, rounds=rounds)
+            out = pairwise_exchange(graph, topology, start, eps=eps, rounds=exchange_rounds)
             j = mapping_cost(graph, topology, out)
             if j < best_j:
                 best, best_j = out, j
     return best
+
+
+def _layout_price(n: int, method: str) -> float:
+    """Counted seconds of ``infer_coordinates`` for ``n`` tasks."""
+    if method == "spring" or (method == "auto" and n <= SPRING_MAX_TASKS):
+        return LAYOUT_PRICE["spring"] * n * n
+    return LAYOUT_PRICE["spectral"] * n
 
 
 def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, rounds: int = 8,

@@ -292,7 +292,8 @@ def _ordered(runs, budget: float, n: int):
 def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, deadline=None, **options):
     deadline = Deadline.of(deadline)
     if not isinstance(topology, Topology):  # a mesh/torus: the tree methods do not apply
-        return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, deadline=deadline, **options)
+        return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, time_limit=time_limit, deadline=deadline,
+                                        **options)
     if eps is not None or graph.n > topology.n_pes:  # many tasks per PE: a portfolio of its own
         from .many_to_one import auto_many
 
