@@ -127,6 +127,8 @@ class GroupedPasses:
         limit are checked between steps.  Returns (change, applied, stop)."""
         key = self.group[pos[U]]
         key = np.where(key == self.group[pos[V]], key, self.n_groups)  # across groups: last
+        if self.n_groups < np.iinfo(np.int16).max:
+            key = key.astype(np.int16)  # numpy sorts 16-bit keys stably by radix sort
         order = np.argsort(key, kind="stable")
         U, V, key = U[order], V[order], key[order]
         bounds = np.searchsorted(key, np.arange(self.n_groups + 2))
@@ -141,6 +143,7 @@ class GroupedPasses:
             parts = [(int(x), int(y)) for x, y in zip(a.tolist(), b.tolist()) if y > x]
             for ev, ap, delta in self._map(run, U, V, parts):  # in group order: the sum repeats
                 stats.evaluated += ev
+                stats.in_groups += ev
                 stats.swaps += ap
                 applied += ap
                 change += delta
@@ -156,18 +159,24 @@ class GroupedPasses:
                 return change, applied, True
         return change, applied, False
 
+    def ordered(self, make, items, deadline: Deadline):
+        """Yield ``make(item, space)`` for the items in order, as many made
+        at once as there are threads (``space``: a dict of work arrays, one
+        per thread); stops when the deadline passes."""
+        spaces = [{} for _ in range(self.threads)]
+        for b in range(0, len(items), self.threads):
+            if deadline.expired():
+                return
+            batch = items[b:b + self.threads]
+            if self.pool is None or len(batch) < 2:
+                yield from (make(x, spaces[0]) for x in batch)
+            else:
+                yield from self.pool.map(make, batch, spaces[:len(batch)])
+
     def _map(self, run, U, V, parts):
-        """``run`` on every part, the results in part order: one call per
-        thread, each taking a share of the parts in turn."""
+        """``run`` on every part, the results in part order; each thread
+        takes the next part when it is done (a thread the machine holds
+        back does not hold the others up)."""
         if self.pool is None or len(parts) < 2:
             return [run(U[a:b], V[a:b]) for a, b in parts]
-        t = min(self.threads, len(parts))
-
-        def share(i):
-            return [run(U[a:b], V[a:b]) for a, b in parts[i::t]]
-
-        done = list(self.pool.map(share, range(t)))
-        out = [None] * len(parts)
-        for i, res in enumerate(done):
-            out[i::t] = res
-        return out
+        return list(self.pool.map(lambda ab: run(U[ab[0]:ab[1]], V[ab[0]:ab[1]]), parts))

@@ -57,7 +57,8 @@ BLOCK_ROUNDS = 8      # ... an eighth of them per visit of the block
 @dataclass
 class RefineStats:
     """What a refinement run did: J before/after, passes, pairs evaluated
-    (the hot-loop count), improving swaps/moves applied, seconds."""
+    (the hot-loop count) and how many of them inside groups run in
+    parallel, improving swaps/moves applied, seconds."""
 
     j_start: float = 0.0
     j_end: float = 0.0
@@ -65,6 +66,7 @@ class RefineStats:
     evaluated: int = 0
     swaps: int = 0
     seconds: float = 0.0
+    in_groups: int = 0  # of the pairs evaluated, those run in parallel (``parallel``)
 
     @property
     def evaluated_per_s(self) -> float:
@@ -82,18 +84,24 @@ def _ragged(indptr: np.ndarray, rows: np.ndarray):
 
 
 def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator, deadline: Deadline,
-                chunk_pairs: int = 1 << 20):
+                chunk_pairs: int = 1 << 20, groups=None):
     """Yield arrays (U, V), u < v, of the pairs within graph distance
     ``depth``: BFS from blocks of consecutive sources, about
     ``chunk_pairs`` pairs each (the blocks in random order;
     ``kernel.ball_pairs``, compiled); a source stops growing once its ball
     reaches ``cap`` tasks (whole BFS levels are kept).  Stops early when
-    ``deadline`` passes."""
+    ``deadline`` passes.  With ``groups`` (``parallel.GroupedPasses``) one
+    array pair per block, as many blocks at once as it has threads."""
     from .kernel import ball_pairs
 
     n = adj.shape[0]
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
     chunk = max(1, min(n, chunk_pairs // max(min(cap, n), 1)))
+    if groups is not None:
+        starts = (rng.permutation(-(-n // chunk)) * chunk).tolist()
+        yield from groups.ordered(lambda start, space: _ball_block(indptr, indices, start, chunk, depth, cap, space),
+                                  starts, deadline)
+        return
     mark, queue, stamp = np.zeros(n, dtype=np.int64), np.empty(n, dtype=np.int64), 0
     out_u, out_v = np.empty(max(1 << 20, n), dtype=np.int64), np.empty(max(1 << 20, n), dtype=np.int64)
     for start in (rng.permutation(-(-n // chunk)) * chunk).tolist():  # blocks of sources, in random order
@@ -105,6 +113,31 @@ def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generato
                                               out_u, out_v)
             yield out_u[:written].copy(), out_v[:written].copy()
             src = src[done:]
+
+
+def _ball_block(indptr, indices, start: int, chunk: int, depth: int, cap: int, space: dict):
+    """The pairs of ``_ball_pairs`` from the sources ``start .. start +
+    chunk`` in one array pair; ``space`` keeps the BFS's work arrays (one
+    per thread) between calls."""
+    from .kernel import ball_pairs
+
+    n = indptr.size - 1
+    if not space:
+        size = max(1 << 16, 2 * chunk * min(cap, n))
+        space.update(mark=np.zeros(n, dtype=np.int64), queue=np.empty(n, dtype=np.int64), stamp=0,
+                     u=np.empty(size, dtype=np.int64), v=np.empty(size, dtype=np.int64))
+    src = np.arange(start, min(start + chunk, n), dtype=np.int64)
+    us, vs = [], []
+    while src.size:
+        done, written, space["stamp"] = ball_pairs(indptr, indices, src, int(depth), int(cap), space["mark"],
+                                                   space["stamp"], space["queue"], space["u"], space["v"])
+        if done == 0:  # one ball does not fit: a larger buffer
+            space["u"], space["v"] = np.empty(2 * space["u"].size, np.int64), np.empty(2 * space["u"].size, np.int64)
+            continue
+        us.append(space["u"][:written].copy())
+        vs.append(space["v"][:written].copy())
+        src = src[done:]
+    return (np.concatenate(us), np.concatenate(vs)) if us else (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _all_pairs(n: int, rng: np.random.Generator):
@@ -379,7 +412,7 @@ def _grouped_search(s: _SwapState, run, groups, depth, cap, rng, cache, deadline
     while max_passes is None or stats.passes < max_passes:
         stats.passes += 1
         gained = 0
-        stream = _pass_pairs(s.adj, depth, cap, rng, cache, deadline, chunk_pairs=1 << 16)
+        stream = _pass_pairs(s.adj, depth, cap, rng, cache, deadline, chunk_pairs=1 << 16, groups=groups)
         done = False
         while not done:
             us, vs, total = [], [], 0
@@ -404,25 +437,26 @@ def _grouped_search(s: _SwapState, run, groups, depth, cap, rng, cache, deadline
     return change
 
 
-def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline, chunk_pairs: int = 1 << 20):
+def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline, chunk_pairs: int = 1 << 20, groups=None):
     """The candidate pairs of one pass, in chunks, in a fresh random order.
     Ball neighbourhoods of up to CACHE_PAIRS pairs are built once and
     reshuffled on later passes (never a neighbourhood the deadline cut);
-    larger ones are built again every pass, ``chunk_pairs`` at a time."""
+    larger ones are built again every pass, ``chunk_pairs`` at a time
+    (on the threads of ``groups`` when given)."""
     n = adj.shape[0]
     if isinstance(depth, str):
         yield from _all_pairs(n, rng)
         return
     if not cache:
         chunks, total = [], 0
-        for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline, chunk_pairs):
+        for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline, chunk_pairs, groups):
             total += U.size
             if total > CACHE_PAIRS:
                 chunks = None
                 break
             chunks.append((U, V))
         if chunks is None:  # too many to keep: rebuild every pass
-            for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline, chunk_pairs):
+            for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline, chunk_pairs, groups):
                 perm = rng.permutation(U.size)
                 yield U[perm], V[perm]
             return
