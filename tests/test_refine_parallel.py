@@ -8,6 +8,7 @@ import pytest
 from rankmap.algorithms import map_tasks
 from rankmap.algorithms.refine import parallel
 from rankmap.algorithms.refine.parallel import GroupedPasses, refine_threads, thread_count, tree_groups
+from rankmap.algorithms.refine import swaps
 from rankmap.algorithms.refine.swaps import refine_swaps
 from rankmap.cost import mapping_cost
 from rankmap.graph import CommGraph
@@ -66,8 +67,10 @@ def _parallel_instance(monkeypatch, n_side=32):
     return grid_graph(n_side, n_side)
 
 
-def test_one_to_one_same_result_for_any_thread_count(monkeypatch):
+@pytest.mark.parametrize("cache_pairs", [1 << 23, 1000])  # the balls kept, or made again every pass
+def test_one_to_one_same_result_for_any_thread_count(monkeypatch, cache_pairs):
     g = _parallel_instance(monkeypatch)
+    monkeypatch.setattr(swaps, "CACHE_PAIRS", cache_pairs)
     topo = hierarchy_topology([4, 4, 64], [1, 10, 100])
     start = map_tasks(g, topo, method="multisection", preset="fast").pe_of_task
     noisy = start.copy()

@@ -135,29 +135,28 @@ class GroupedPasses:
         lo, hi = bounds[:-2], bounds[1:-1]
         live = np.flatnonzero(hi > lo)
         lo, hi = lo[live], hi[live]
-        step = max(MIN_STEP, STEP_PAIRS // max(live.size, 1))
         change, applied = 0.0, 0
-        for s in range(0, int((hi - lo).max(initial=0)), step):
-            a = np.minimum(lo + s, hi)
-            b = np.minimum(lo + s + step, hi)
-            parts = [(int(x), int(y)) for x, y in zip(a.tolist(), b.tolist()) if y > x]
-            for ev, ap, delta in self._map(run, U, V, parts):  # in group order: the sum repeats
+        for results, grouped in self._steps(run, U, V, lo, hi, int(bounds[-2]), seq_slice):
+            for ev, ap, delta in results:  # in group order: the sum repeats
                 stats.evaluated += ev
-                stats.in_groups += ev
+                stats.in_groups += ev if grouped else 0
                 stats.swaps += ap
                 applied += ap
                 change += delta
             if (max_evaluations is not None and stats.evaluated >= max_evaluations) or deadline.expired():
                 return change, applied, True
-        for s in range(int(bounds[-2]), U.size, seq_slice):
-            ev, ap, delta = run(U[s:s + seq_slice], V[s:s + seq_slice])
-            stats.evaluated += ev
-            stats.swaps += ap
-            applied += ap
-            change += delta
-            if (max_evaluations is not None and stats.evaluated >= max_evaluations) or deadline.expired():
-                return change, applied, True
         return change, applied, False
+
+    def _steps(self, run, U, V, lo, hi, across: int, seq_slice: int):
+        """The results of ``run``, one list per step, and whether the step
+        ran in groups: the groups' pairs ``lo[g] .. hi[g]`` a step at a time
+        (all groups at once), then the pairs from ``across`` on in order."""
+        step = max(MIN_STEP, STEP_PAIRS // max(lo.size, 1))
+        for s in range(0, int((hi - lo).max(initial=0)), step):
+            a, b = np.minimum(lo + s, hi), np.minimum(lo + s + step, hi)
+            yield self._map(run, U, V, [(int(x), int(y)) for x, y in zip(a.tolist(), b.tolist()) if y > x]), True
+        for s in range(across, U.size, seq_slice):
+            yield [run(U[s:s + seq_slice], V[s:s + seq_slice])], False
 
     def ordered(self, make, items, deadline: Deadline):
         """Yield ``make(item, space)`` for the items in order, as many made
