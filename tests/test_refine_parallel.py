@@ -158,3 +158,10 @@ def test_thread_count_option_context_and_default():
         thread_count(0)
     with pytest.raises(ValueError, match="threads"):
         refine_swaps(grid_graph(4, 4), hierarchy_topology([4, 4], [1, 10]), np.arange(16), threads=0)
+
+
+def test_swap_method_takes_a_threads_option(monkeypatch):
+    g = _parallel_instance(monkeypatch)
+    topo = hierarchy_topology([4, 4, 64], [1, 10, 100])
+    one, two = (map_tasks(g, topo, method="swap", threads=t, seed=2).pe_of_task for t in (1, 2))
+    assert np.array_equal(one, two)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -114,7 +113,11 @@ class GroupedPasses:
         self.group = group
         self.n_groups = int(group.max()) + 1
         self.threads = threads
-        self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        self.pool = None
+        if threads > 1:
+            from concurrent.futures import ThreadPoolExecutor  # only where several groups run
+
+            self.pool = ThreadPoolExecutor(threads)
 
     def close(self):
         if self.pool is not None:

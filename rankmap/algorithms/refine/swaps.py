@@ -539,13 +539,14 @@ def refine_option(value) -> bool:
 
 
 @register("swap", "swap refinement (Schulz & Traff N_C^d) of the greedy_allc mapping; "
-                  "other methods get it with option refine=true")
-def swap_method(graph, topology, *, seed=0, eps=None, depth=DEFAULT_DEPTH, deadline=None, **_):
+                  "other methods get it with option refine=true (option threads=N: the same result "
+                  "on N threads; default: the cores available)")
+def swap_method(graph, topology, *, seed=0, eps=None, depth=DEFAULT_DEPTH, deadline=None, threads=None, **_):
     from ..construct.baselines import greedy_allc
 
     start = greedy_allc(graph, topology, seed=seed, eps=eps)
     return swap_refine(graph, topology, start, depth=swap_refine_option_depth(depth), seed=seed,
-                       deadline=deadline, eps=eps)
+                       deadline=deadline, eps=eps, threads=None if threads is None else int(threads))
 
 
 def swap_refine_option_depth(value):
