@@ -149,7 +149,9 @@ def test_parallel_parts_stay_inside_their_group(monkeypatch):
     assert st.j_end == pytest.approx(mapping_cost(g, topo, pe)) and st.j_end < 0.9 * st.j_start
 
 
-def test_thread_count_option_context_and_default():
+def test_thread_count_option_context_and_default(monkeypatch):
+    for name in parallel.MPI_SIZE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     assert thread_count(3) == 3
     assert thread_count(None) == parallel.available_cores() >= 1
     with refine_threads(1):
@@ -165,3 +167,14 @@ def test_swap_method_takes_a_threads_option(monkeypatch):
     topo = hierarchy_topology([4, 4, 64], [1, 10, 100])
     one, two = (map_tasks(g, topo, method="swap", threads=t, seed=2).pe_of_task for t in (1, 2))
     assert np.array_equal(one, two)
+
+
+def test_one_thread_in_a_rank_of_an_mpi_job(monkeypatch):
+    for name in parallel.MPI_SIZE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(parallel, "available_cores", lambda: 8)
+    assert thread_count(None) == 8
+    monkeypatch.setenv("PMI_SIZE", "1")  # a singleton job: the cores are its own
+    assert thread_count(None) == 8
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
+    assert thread_count(None) == 1 and thread_count(2) == 2

@@ -54,13 +54,30 @@ def refine_threads(n: int):
         _threads.reset(token)
 
 
+#: what MPI launchers (Open MPI, MPICH's hydra and Intel MPI, MVAPICH) tell each rank of the job's size
+MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def _in_mpi_job() -> bool:
+    """Whether this process is one of several ranks of an MPI job (read from
+    the launcher's environment: no MPI import here)."""
+    for name in MPI_SIZE_VARIABLES:
+        try:
+            if int(os.environ.get(name, "1")) > 1:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
 def thread_count(threads: int | None) -> int:
     """``threads`` if given, else the context's (``refine_threads``), else
+    1 in a rank of an MPI job of several ranks (they own the cores), else
     the cores available."""
     if threads is None:
         threads = _threads.get()
     if threads is None:
-        threads = available_cores()
+        threads = 1 if _in_mpi_job() else available_cores()
     threads = int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
