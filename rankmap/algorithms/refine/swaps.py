@@ -25,6 +25,9 @@ batch.  The only machine queries are ``topology.distance(p, q)`` (vectorised)
 and ``topology.n_pes``, so any topology with that oracle works (trees, meshes,
 tori).
 
+On a tree machine with enough tasks, the pairs inside groups of subtrees
+run on several threads (``parallel``), the same result for any count.
+
 Many-to-one (``eps`` given or more tasks than PEs): a pair may also become
 the move of one task to the other's PE, and every swap or move keeps each PE
 load within L_max = floor((1 + eps) * ceil(c(V) / k)).
@@ -86,39 +89,34 @@ def _ragged(indptr: np.ndarray, rows: np.ndarray):
 def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator, deadline: Deadline,
                 chunk_pairs: int = 1 << 20, groups=None):
     """Yield arrays (U, V), u < v, of the pairs within graph distance
-    ``depth``: BFS from blocks of consecutive sources, about
-    ``chunk_pairs`` pairs each (the blocks in random order;
-    ``kernel.ball_pairs``, compiled); a source stops growing once its ball
-    reaches ``cap`` tasks (whole BFS levels are kept).  Stops early when
-    ``deadline`` passes.  With ``groups`` (``parallel.GroupedPasses``) one
-    array pair per block, as many blocks at once as it has threads."""
-    from .kernel import ball_pairs
-
+    ``depth``, one pair of arrays per block of consecutive sources of about
+    ``chunk_pairs`` pairs, the blocks in random order (``_ball_block``);
+    with ``groups`` (``parallel.GroupedPasses``) as many blocks made at
+    once as it has threads.  Stops early when ``deadline`` passes."""
     n = adj.shape[0]
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
     chunk = max(1, min(n, chunk_pairs // max(min(cap, n), 1)))
+    starts = (rng.permutation(-(-n // chunk)) * chunk).tolist()
+
+    def block(start, space):
+        return _ball_block(indptr, indices, start, chunk, depth, cap, space)
+
     if groups is not None:
-        starts = (rng.permutation(-(-n // chunk)) * chunk).tolist()
-        yield from groups.ordered(lambda start, space: _ball_block(indptr, indices, start, chunk, depth, cap, space),
-                                  starts, deadline)
+        yield from groups.ordered(block, starts, deadline)
         return
-    mark, queue, stamp = np.zeros(n, dtype=np.int64), np.empty(n, dtype=np.int64), 0
-    out_u, out_v = np.empty(max(1 << 20, n), dtype=np.int64), np.empty(max(1 << 20, n), dtype=np.int64)
-    for start in (rng.permutation(-(-n // chunk)) * chunk).tolist():  # blocks of sources, in random order
-        src = np.arange(start, min(start + chunk, n), dtype=np.int64)
-        while src.size:
-            if deadline.expired():
-                return
-            done, written, stamp = ball_pairs(indptr, indices, src, int(depth), int(cap), mark, stamp, queue,
-                                              out_u, out_v)
-            yield out_u[:written].copy(), out_v[:written].copy()
-            src = src[done:]
+    space: dict = {}
+    for start in starts:
+        if deadline.expired():
+            return
+        yield block(start, space)
 
 
 def _ball_block(indptr, indices, start: int, chunk: int, depth: int, cap: int, space: dict):
-    """The pairs of ``_ball_pairs`` from the sources ``start .. start +
-    chunk`` in one array pair; ``space`` keeps the BFS's work arrays (one
-    per thread) between calls."""
+    """The pairs (s, v), s < v, of the sources s of ``start .. start +
+    chunk`` with the tasks v of their balls, in one array pair: BFS from s
+    (``kernel.ball_pairs``, compiled) up to ``depth`` levels, whole levels
+    kept, no further level once the ball holds ``cap`` tasks.  ``space``
+    keeps the BFS's work arrays (one per thread) between calls."""
     from .kernel import ball_pairs
 
     n = indptr.size - 1
