@@ -4,16 +4,21 @@ n = 2^10 ... 2^max tasks of a 2-D periodic stencil (a generated mesh, degree
 4) mapped one-to-one onto S = 4:16:(n/64), D = 1:10:100 with multisection
 (KaHIP fast) and then swap refinement N_C^10, then with ``auto`` at a fixed
 budget (``--auto-limit``: does it keep to it at every size, and how much
-lower is its J than multisection + refinement).  Each size runs in a fresh
+lower is its J than multisection + refinement).  The refinement runs once
+per ``--threads`` count from the same start (``refine.parallel``: the same
+mapping for any count, checked; the share of pairs run in parallel is
+shown); ``--no-auto`` leaves out the auto columns.  Each size runs in a fresh
 process so its peak memory (ru_maxrss) is its own.  Prints time per phase,
 pairs evaluated per second (the refinement hot loop), peak memory after
 multisection + refinement and after auto, and time / (n + m) to show
 O(n + m) growth, and the multisection again in ``--workers`` processes
-(same mapping, checked), and auto with 1 and ``--workers`` processes
+(same mapping, checked; not run with ``--workers 1``), and auto with 1
+and ``--workers`` processes
 (J over the given order's, whether the deadline cut it); saves a plot.
 
     python benchmarks/quality_scale.py --max-log2 14
     python benchmarks/quality_scale.py --min-log2 14 --max-log2 20 --step 3 --refine-pairs 16
+    python benchmarks/quality_scale.py --min-log2 16 --max-log2 20 --step 2 --refine-pairs 32 --threads 1,2 --no-auto
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def one_size(log2n: int, auto_limit: float, workers: int, refine_pairs: int | None = None,
-             ms_levels: int | None = None) -> dict:
+             ms_levels: int | None = None, threads=(1,), auto: bool = True) -> dict:
     import numpy as np
     import scipy.sparse as sp
 
@@ -55,17 +60,33 @@ def one_size(log2n: int, auto_limit: float, workers: int, refine_pairs: int | No
     levels = {} if ms_levels is None else {"levels": ms_levels}
     pe = map_tasks(g, topo, method="multisection", preset="fast", **levels).pe_of_task
     t_ms = time.perf_counter() - t
-    t = time.perf_counter()  # the same multisection in worker processes (pool start included)
-    same = np.array_equal(pe, map_tasks(g, topo, method="multisection", preset="fast", workers=workers,
-                                        **levels).pe_of_task)
-    t_par = time.perf_counter() - t
-    _, st = refine_swaps(g, topo, pe, depth=10, max_evaluations=None if refine_pairs is None else refine_pairs * n)
+    t_par, same = None, True
+    if workers > 1:
+        t = time.perf_counter()  # the same multisection in worker processes (pool start included)
+        same = np.array_equal(pe, map_tasks(g, topo, method="multisection", preset="fast", workers=workers,
+                                            **levels).pe_of_task)
+        t_par = time.perf_counter() - t
+    limit = None if refine_pairs is None else refine_pairs * n
+    refine_swaps(g, topo, pe, depth=10, max_evaluations=1, threads=1)  # load the compiled kernels: not timed
+    runs, cpu = {}, {}
+    for t in threads:
+        c = time.process_time()
+        runs[t] = refine_swaps(g, topo, pe, depth=10, max_evaluations=limit, threads=t)
+        cpu[t] = time.process_time() - c
+    refined, st = runs[threads[0]]
     peak_ms = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     j_given = mapping_cost(g, topo, np.arange(n))
     out = {"n": n, "m": int(g.symmetric.nnz), "multisection_s": t_ms, "refine_s": st.seconds,
            "parallel_s": t_par, "parallel_same": same, "peak_ms_mb": peak_ms,
            "passes": st.passes, "pairs": st.evaluated, "pairs_per_s": st.evaluated_per_s,
+           "in_groups": st.in_groups / max(st.evaluated, 1),
+           "threads": {t: {"refine_s": r.seconds, "cpu_s": cpu[t], "pairs_per_s": r.evaluated_per_s,
+                           "same": bool(np.array_equal(p, refined) and r.j_end == st.j_end)}
+                       for t, (p, r) in runs.items()},
            "gain": 1 - st.j_end / st.j_start, "ms_ref_j": st.j_end / j_given}
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if not auto:
+        return out
     for key, procs in (("auto", 1), ("auto_par", workers)):
         t = time.perf_counter()
         m = map_tasks(g, topo, method="auto", time_limit=auto_limit, workers=procs)
@@ -87,25 +108,34 @@ def main(argv=None) -> int:
                     help="processes for the parallel multisection and auto columns")
     ap.add_argument("--refine-pairs", type=int, default=None,
                     help="stop the refinement after this many pairs per task (default: when a pass gains nothing)")
+    ap.add_argument("--threads", default="1,2",
+                    help="refinement threads, comma-separated: one refinement per count (the first one's in the "
+                         "other columns)")
+    ap.add_argument("--no-auto", action="store_true", help="leave out the auto columns")
     ap.add_argument("--ms-levels", type=int, default=None,
                     help="partition only the top N levels in the multisection columns (the given order below)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--plot", default="benchmarks/results/quality_scale.png")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
+    threads = tuple(int(t) for t in args.threads.split(","))
     if args.one is not None:
-        print(json.dumps(one_size(args.one, args.auto_limit, args.workers, args.refine_pairs, args.ms_levels)))
+        print(json.dumps(one_size(args.one, args.auto_limit, args.workers, args.refine_pairs, args.ms_levels,
+                                  threads, not args.no_auto)))
         return 0
     print("load average:", Path("/proc/loadavg").read_text().strip())
     w = str(args.workers)
-    print(f"{'n':>7} {'m':>8} {'multisect s':>11} {'x' + w + ' procs s':>11} {'refine s':>9} "
-          f"{'passes':>6} {'pairs/s':>10} "
-          f"{'gain':>6} {'J ms+ref':>8} {'MB ms+ref':>9} {'us/(n+m)':>9} {'auto s':>7} {'J auto':>7} "
-          f"{'auto x' + w + ' s':>10} {'J auto x' + w:>10} {'vs ms+ref':>9} {'peak MB':>8}")
-    print("(J: over the given order's; *: the deadline cut auto; !: the parallel mapping differs)")
+    per_t = "".join(f" {'refine x' + str(t) + ' s':>12} {'cpu s':>6} {'pairs/s x' + str(t):>11}" for t in threads)
+    auto_head = (f" {'auto s':>7} {'J auto':>7} {'auto x' + w + ' s':>10} {'J auto x' + w:>10} {'vs ms+ref':>9}"
+                 if not args.no_auto else "")
+    print(f"{'n':>7} {'m':>8} {'multisect s':>11} {'x' + w + ' procs s':>11}{per_t} {'in groups':>9} "
+          f"{'passes':>6} {'gain':>6} {'J ms+ref':>8} {'MB ms+ref':>9} {'us/(n+m)':>9}{auto_head} {'peak MB':>8}")
+    print("(J: over the given order's; *: the deadline cut auto; !: the parallel mapping differs; "
+          "in groups: share of the pairs run in parallel; cpu s: the process's CPU time in the refinement)")
     results = []
     for k in range(args.min_log2, args.max_log2 + 1, args.step):
-        cmd = [sys.executable, __file__, "--one", str(k), "--auto-limit", str(args.auto_limit), "--workers", w]
+        cmd = [sys.executable, __file__, "--one", str(k), "--auto-limit", str(args.auto_limit), "--workers", w,
+               "--threads", args.threads] + (["--no-auto"] if args.no_auto else [])
         if args.refine_pairs is not None:
             cmd += ["--refine-pairs", str(args.refine_pairs)]
         if args.ms_levels is not None:
@@ -115,12 +145,15 @@ def main(argv=None) -> int:
         results.append(r)
         per = (r["multisection_s"] + r["refine_s"]) / (r["n"] + r["m"]) * 1e6
         same = "" if r["parallel_same"] else "!"  # ! = a different mapping: must not happen
-        print(f"{r['n']:>7} {r['m']:>8} {r['multisection_s']:>11.2f} {r['parallel_s']:>10.2f}{same:1} "
-              f"{r['refine_s']:>9.2f} {r['passes']:>6} "
-              f"{r['pairs_per_s']:>10.3g} {r['gain'] * 100:>5.1f}% {r['ms_ref_j']:>8.4f} {r['peak_ms_mb']:>9.0f} "
-              f"{per:>9.1f} {r['auto_s']:>6.2f}{'*' if r['auto_cut'] else ' '} {r['auto_j']:>7.4f} "
-              f"{r['auto_par_s']:>9.2f}{'*' if r['auto_par_cut'] else ' '} {r['auto_par_j']:>10.4f} "
-              f"{r['auto_gain'] * 100:>8.2f}% {r['peak_mb']:>8.0f}", flush=True)
+        cols = "".join(f" {x['refine_s']:>11.2f}{'' if x['same'] else '!':1} {x['cpu_s']:>6.1f} {x['pairs_per_s']:>11.3g}"
+                       for x in r["threads"].values())
+        auto_cols = (f" {r['auto_s']:>6.2f}{'*' if r['auto_cut'] else ' '} {r['auto_j']:>7.4f} "
+                     f"{r['auto_par_s']:>9.2f}{'*' if r['auto_par_cut'] else ' '} {r['auto_par_j']:>10.4f} "
+                     f"{r['auto_gain'] * 100:>8.2f}%" if not args.no_auto else "")
+        par = "-" if r["parallel_s"] is None else f"{r['parallel_s']:.2f}"
+        print(f"{r['n']:>7} {r['m']:>8} {r['multisection_s']:>11.2f} {par:>10}{same:1}{cols} "
+              f"{r['in_groups'] * 100:>8.1f}% {r['passes']:>6} {r['gain'] * 100:>5.1f}% {r['ms_ref_j']:>8.4f} "
+              f"{r['peak_ms_mb']:>9.0f} {per:>9.1f}{auto_cols} {r['peak_mb']:>8.0f}", flush=True)
     print("load average:", Path("/proc/loadavg").read_text().strip())
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
@@ -134,7 +167,10 @@ def main(argv=None) -> int:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ax.loglog(n, [r["multisection_s"] for r in results], "o-", label="multisection (KaHIP fast)")
         ax.loglog(n, [r["refine_s"] for r in results], "s-", label="swap refinement N_C^10")
-        ax.loglog(n, [r["auto_s"] for r in results], "d-", label=f"auto (--time-limit {args.auto_limit:g})")
+        for t in threads[1:]:
+            ax.loglog(n, [r["threads"][str(t)]["refine_s"] for r in results], "s:", label=f"... on {t} threads")
+        if not args.no_auto:
+            ax.loglog(n, [r["auto_s"] for r in results], "d-", label=f"auto (--time-limit {args.auto_limit:g})")
         ax.loglog(n, [r["peak_mb"] / 1000 for r in results], "^--", label="peak memory (GB)")
         ax.set_xlabel("tasks n")
         ax.set_ylabel("seconds")

@@ -25,6 +25,9 @@ batch.  The only machine queries are ``topology.distance(p, q)`` (vectorised)
 and ``topology.n_pes``, so any topology with that oracle works (trees, meshes,
 tori).
 
+On a tree machine with enough tasks, the pairs inside groups of subtrees
+run on several threads (``parallel``), the same result for any count.
+
 Many-to-one (``eps`` given or more tasks than PEs): a pair may also become
 the move of one task to the other's PE, and every swap or move keeps each PE
 load within L_max = floor((1 + eps) * ceil(c(V) / k)).
@@ -57,7 +60,8 @@ BLOCK_ROUNDS = 8      # ... an eighth of them per visit of the block
 @dataclass
 class RefineStats:
     """What a refinement run did: J before/after, passes, pairs evaluated
-    (the hot-loop count), improving swaps/moves applied, seconds."""
+    (the hot-loop count) and how many of them inside groups run in
+    parallel, improving swaps/moves applied, seconds."""
 
     j_start: float = 0.0
     j_end: float = 0.0
@@ -65,6 +69,7 @@ class RefineStats:
     evaluated: int = 0
     swaps: int = 0
     seconds: float = 0.0
+    in_groups: int = 0  # of the pairs evaluated, those run in parallel (``parallel``)
 
     @property
     def evaluated_per_s(self) -> float:
@@ -81,28 +86,56 @@ def _ragged(indptr: np.ndarray, rows: np.ndarray):
     return edges, owner
 
 
-def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator, deadline: Deadline):
+def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator, deadline: Deadline,
+                chunk_pairs: int = 1 << 20, groups=None):
     """Yield arrays (U, V), u < v, of the pairs within graph distance
-    ``depth``: BFS from blocks of consecutive sources (the blocks in random
-    order; ``kernel.ball_pairs``, compiled); a source stops growing once its
-    ball reaches ``cap`` tasks (whole BFS levels are kept).  Stops early
-    when ``deadline`` passes."""
-    from .kernel import ball_pairs
-
+    ``depth``, one pair of arrays per block of consecutive sources of about
+    ``chunk_pairs`` pairs, the blocks in random order (``_ball_block``);
+    with ``groups`` (``parallel.GroupedPasses``) as many blocks made at
+    once as it has threads.  Stops early when ``deadline`` passes."""
     n = adj.shape[0]
     indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int64)
-    chunk = max(1, min(n, (1 << 20) // max(min(cap, n), 1)))
-    mark, queue, stamp = np.zeros(n, dtype=np.int64), np.empty(n, dtype=np.int64), 0
-    out_u, out_v = np.empty(max(1 << 20, n), dtype=np.int64), np.empty(max(1 << 20, n), dtype=np.int64)
-    for start in (rng.permutation(-(-n // chunk)) * chunk).tolist():  # blocks of sources, in random order
-        src = np.arange(start, min(start + chunk, n), dtype=np.int64)
-        while src.size:
-            if deadline.expired():
-                return
-            done, written, stamp = ball_pairs(indptr, indices, src, int(depth), int(cap), mark, stamp, queue,
-                                              out_u, out_v)
-            yield out_u[:written].copy(), out_v[:written].copy()
-            src = src[done:]
+    chunk = max(1, min(n, chunk_pairs // max(min(cap, n), 1)))
+    starts = (rng.permutation(-(-n // chunk)) * chunk).tolist()
+
+    def block(start, space):
+        return _ball_block(indptr, indices, start, chunk, depth, cap, space)
+
+    if groups is not None:
+        yield from groups.ordered(block, starts, deadline)
+        return
+    space: dict = {}
+    for start in starts:
+        if deadline.expired():
+            return
+        yield block(start, space)
+
+
+def _ball_block(indptr, indices, start: int, chunk: int, depth: int, cap: int, space: dict):
+    """The pairs (s, v), s < v, of the sources s of ``start .. start +
+    chunk`` with the tasks v of their balls, in one array pair: BFS from s
+    (``kernel.ball_pairs``, compiled) up to ``depth`` levels, whole levels
+    kept, no further level once the ball holds ``cap`` tasks.  ``space``
+    keeps the BFS's work arrays (one per thread) between calls."""
+    from .kernel import ball_pairs
+
+    n = indptr.size - 1
+    if not space:
+        size = max(1 << 16, 2 * chunk * min(cap, n))
+        space.update(mark=np.zeros(n, dtype=np.int64), queue=np.empty(n, dtype=np.int64), stamp=0,
+                     u=np.empty(size, dtype=np.int64), v=np.empty(size, dtype=np.int64))
+    src = np.arange(start, min(start + chunk, n), dtype=np.int64)
+    us, vs = [], []
+    while src.size:
+        done, written, space["stamp"] = ball_pairs(indptr, indices, src, int(depth), int(cap), space["mark"],
+                                                   space["stamp"], space["queue"], space["u"], space["v"])
+        if done == 0:  # one ball does not fit: a larger buffer
+            space["u"], space["v"] = np.empty(2 * space["u"].size, np.int64), np.empty(2 * space["u"].size, np.int64)
+            continue
+        us.append(space["u"][:written].copy())
+        vs.append(space["v"][:written].copy())
+        src = src[done:]
+    return (np.concatenate(us), np.concatenate(vs)) if us else (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _all_pairs(n: int, rng: np.random.Generator):
@@ -214,11 +247,14 @@ class _SwapState:
 def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH, seed: int = 0,
                  deadline: Deadline | None = None, eps: float | None = None,
                  max_passes: int | None = None, ball_cap: int = DEFAULT_BALL_CAP,
-                 max_evaluations: int | None = None):
+                 max_evaluations: int | None = None, threads: int | None = None):
     """Swap local search; returns ``(pe_of_task, RefineStats)``.
     ``max_evaluations`` stops it after about that many pairs evaluated: a
     work limit that, unlike the ``deadline``, gives the same result on any
-    machine (both checked every PAIR_SLICE pairs)."""
+    machine (both checked every PAIR_SLICE pairs, or every step of the
+    parallel pairs).  ``threads`` (default: ``parallel.thread_count``, the
+    cores available) run the pairs inside groups of a tree machine at once
+    (``parallel``): the result is the same for any number."""
     start = time.perf_counter()
     deadline = Deadline.of(deadline)
     s = _SwapState(graph, topology, pe_of_task, eps)
@@ -233,10 +269,17 @@ def refine_swaps(graph: CommGraph, topology, pe_of_task, *, depth=DEFAULT_DEPTH,
     tol = 1e-12 * max(s.j, 1.0)
     cache: list = []
     kernel = _compiled_kernel(topology) if n > 1 else None
+    if threads is not None and int(threads) < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
     if kernel is not None:
         back = _by_tree_position(s)
-        change = _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, deadline, max_passes, stats,
-                                  max_evaluations)
+        groups = _groups(topology, n, quadratic, threads)
+        try:
+            change = _compiled_search(s, kernel, depth, int(ball_cap), rng, cache, tol, deadline, max_passes,
+                                      stats, max_evaluations, groups)
+        finally:
+            if groups is not None:
+                groups.close()
         s.pos = s.pos[back]
         stats.j_end = stats.j_start + change  # the gains summed: no O(m depth) pass after the deadline
         stats.seconds = time.perf_counter() - start
@@ -303,12 +346,27 @@ def _compiled_kernel(topology):
     return None
 
 
+def _groups(topology, n: int, quadratic: bool, threads):
+    """The parallel pass runner (``parallel.GroupedPasses``) for a tree
+    machine large enough to have several groups, else None (sequential
+    passes: meshes, where no two PEs are equidistant from all others, and
+    the quadratic neighbourhood, for small n)."""
+    if quadratic or not isinstance(topology, Topology):
+        return None
+    from .parallel import GroupedPasses, group_of_pe, thread_count
+
+    group = group_of_pe(topology, n)
+    return None if group is None else GroupedPasses(group, thread_count(threads))
+
+
 def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, deadline: Deadline, max_passes,
-                     stats: RefineStats, max_evaluations=None):
-    """Sequential first-improvement passes in compiled code (the pass of
+                     stats: RefineStats, max_evaluations=None, groups=None):
+    """First-improvement passes in compiled code (the pass of
     ``_compiled_kernel``), the deadline and the work limit checked between
     slices of PAIR_SLICE pairs (the slicing does not change the result: the
-    pass is sequential).  Returns the J change."""
+    pass is sequential).  With ``groups`` the pairs are taken SLICE_PAIRS
+    at a time, those inside a group in parallel (see ``parallel``).
+    Returns the J change."""
     swap_pass, oracle_a, oracle_b = kernel
     change = 0.0
     many = bool(s.many)
@@ -317,13 +375,19 @@ def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, deadlin
     l_max = float(s.l_max) if many else 0.0
     w = np.asarray(s.w, dtype=np.float64)
     indptr, indices = s.indptr.astype(np.int64), s.indices.astype(np.int64)
+
+    def run(U, V):
+        return swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U, V, many, vw, load, l_max, tol)
+
+    if groups is not None:
+        return _grouped_search(s, run, groups, depth, cap, rng, cache, deadline, max_passes, stats,
+                               max_evaluations)
     while max_passes is None or stats.passes < max_passes:
         stats.passes += 1
         gained = 0
         for U, V in _pass_pairs(s.adj, depth, cap, rng, cache, deadline):
             for b in range(0, U.size, PAIR_SLICE):
-                ev, applied, delta = swap_pass(indptr, indices, w, s.pos, oracle_a, oracle_b, U[b:b + PAIR_SLICE],
-                                               V[b:b + PAIR_SLICE], many, vw, load, l_max, tol)
+                ev, applied, delta = run(U[b:b + PAIR_SLICE], V[b:b + PAIR_SLICE])
                 change += delta
                 stats.evaluated += ev
                 stats.swaps += applied
@@ -335,24 +399,62 @@ def _compiled_search(s: _SwapState, kernel, depth, cap, rng, cache, tol, deadlin
     return change
 
 
-def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline):
+def _grouped_search(s: _SwapState, run, groups, depth, cap, rng, cache, deadline: Deadline, max_passes,
+                    stats: RefineStats, max_evaluations):
+    """The passes of ``_compiled_search`` with the pairs of a pass gathered
+    into slices of about SLICE_PAIRS (from small BFS chunks in random order,
+    so a slice holds pairs of many groups) and run by ``groups``."""
+    from .parallel import SLICE_PAIRS
+
+    change = 0.0
+    while max_passes is None or stats.passes < max_passes:
+        stats.passes += 1
+        gained = 0
+        stream = _pass_pairs(s.adj, depth, cap, rng, cache, deadline, chunk_pairs=1 << 16, groups=groups)
+        done = False
+        while not done:
+            us, vs, total = [], [], 0
+            for U, V in stream:
+                us.append(U)
+                vs.append(V)
+                total += U.size
+                if total >= SLICE_PAIRS:
+                    break
+            else:
+                done = True
+            if not us:
+                break
+            delta, applied, stop = groups.run_slice(run, s.pos, np.concatenate(us), np.concatenate(vs), stats,
+                                                    max_evaluations, deadline, PAIR_SLICE)
+            change += delta
+            gained += applied
+            if stop:
+                return change
+        if gained == 0 or deadline.expired():
+            return change
+    return change
+
+
+def _pass_pairs(adj, depth, cap, rng, cache: list, deadline: Deadline, chunk_pairs: int = 1 << 20, groups=None):
     """The candidate pairs of one pass, in chunks, in a fresh random order.
     Ball neighbourhoods of up to CACHE_PAIRS pairs are built once and
-    reshuffled on later passes (never a neighbourhood the deadline cut)."""
+    reshuffled on later passes (never a neighbourhood the deadline cut);
+    larger ones are built again every pass, ``chunk_pairs`` at a time
+    (on the threads of ``groups`` when given)."""
     n = adj.shape[0]
     if isinstance(depth, str):
         yield from _all_pairs(n, rng)
         return
     if not cache:
         chunks, total = [], 0
-        for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline):
+        for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline, chunk_pairs, groups):
             total += U.size
             if total > CACHE_PAIRS:
                 chunks = None
                 break
             chunks.append((U, V))
         if chunks is None:  # too many to keep: rebuild every pass
-            for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline):
+            for U, V in _ball_pairs(adj, int(depth), cap, rng, deadline, chunk_pairs, groups):
                 perm = rng.permutation(U.size)
                 yield U[perm], V[perm]
             return
@@ -435,13 +537,14 @@ def refine_option(value) -> bool:
 
 
 @register("swap", "swap refinement (Schulz & Traff N_C^d) of the greedy_allc mapping; "
-                  "other methods get it with option refine=true")
-def swap_method(graph, topology, *, seed=0, eps=None, depth=DEFAULT_DEPTH, deadline=None, **_):
+                  "other methods get it with option refine=true (option threads=N: the same result "
+                  "on N threads; default: the cores available)")
+def swap_method(graph, topology, *, seed=0, eps=None, depth=DEFAULT_DEPTH, deadline=None, threads=None, **_):
     from ..construct.baselines import greedy_allc
 
     start = greedy_allc(graph, topology, seed=seed, eps=eps)
     return swap_refine(graph, topology, start, depth=swap_refine_option_depth(depth), seed=seed,
-                       deadline=deadline, eps=eps)
+                       deadline=deadline, eps=eps, threads=None if threads is None else int(threads))
 
 
 def swap_refine_option_depth(value):
