@@ -1,7 +1,8 @@
 """How many cores a mapping may use when the caller does not say.
 
-A library call starts worker processes only for large instances; inside an
-MPI program the ranks already own the cores, so there it keeps to one.
+Worker processes (multisection) and threads (swap refinement) default to
+the cores of this process's affinity mask; in a rank of an MPI job of
+several ranks the ranks already own the cores, so there one.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-#: environment variables that MPICH/Hydra, Open MPI and PMIx launchers set in every rank
-LAUNCHER_VARIABLES = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+#: what MPI launchers (Open MPI, MPICH's hydra and Intel MPI, MVAPICH) tell each rank of the job's size
+MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
 
 
 def available_cores() -> int:
@@ -22,18 +23,25 @@ def available_cores() -> int:
 
 
 def in_mpi_job() -> bool:
-    """Whether this process is an MPI rank: mpi4py initialised here, or a
-    launcher's variables in the environment.  Never imports MPI."""
+    """Whether this process is one of several ranks of an MPI job: mpi4py
+    initialised here with more than one rank, or a launcher's size
+    variable above 1.  Never imports MPI."""
     mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() > 1:
         return True
-    return any(v in os.environ for v in LAUNCHER_VARIABLES)
+    for name in MPI_SIZE_VARIABLES:
+        try:
+            if int(os.environ.get(name, "1")) > 1:
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def default_workers() -> int:
-    """Worker processes for a call that names none: the cores available,
-    one inside an MPI job (a rank's children would compete with the other
-    ranks for their cores)."""
+    """Worker processes or threads for a call that names none: the cores
+    available, one in a rank of an MPI job (its children would compete with
+    the other ranks for their cores)."""
     return 1 if in_mpi_job() else available_cores()
 
 

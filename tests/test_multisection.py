@@ -163,10 +163,12 @@ def test_workers_default_to_the_cores_and_to_one_inside_an_mpi_job(monkeypatch):
     from rankmap import cores
     from rankmap.algorithms.construct import multisection as ms
 
-    for v in cores.LAUNCHER_VARIABLES:
+    for v in cores.MPI_SIZE_VARIABLES:
         monkeypatch.delenv(v, raising=False)
     assert cores.default_workers() == cores.available_cores() >= 1
-    monkeypatch.setenv("PMI_RANK", "0")  # as Hydra sets it in every rank
+    monkeypatch.setenv("PMI_SIZE", "1")  # a job of one rank: the cores are its own
+    assert cores.default_workers() == cores.available_cores()
+    monkeypatch.setenv("PMI_SIZE", "4")  # as Hydra sets it in every rank
     assert cores.default_workers() == 1
     monkeypatch.setattr(ms, "PARALLEL_MIN_TASKS", 0)
     monkeypatch.setattr(ms, "_worker_pool", lambda *a: pytest.fail("a worker pool inside an MPI job"))

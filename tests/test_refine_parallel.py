@@ -5,6 +5,7 @@ the same mapping, J and pair count for any thread count."""
 import numpy as np
 import pytest
 
+from rankmap import cores
 from rankmap.algorithms import map_tasks
 from rankmap.algorithms.refine import parallel
 from rankmap.algorithms.refine.parallel import GroupedPasses, refine_threads, thread_count, tree_groups
@@ -150,10 +151,10 @@ def test_parallel_parts_stay_inside_their_group(monkeypatch):
 
 
 def test_thread_count_option_context_and_default(monkeypatch):
-    for name in parallel.MPI_SIZE_VARIABLES:
+    for name in cores.MPI_SIZE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     assert thread_count(3) == 3
-    assert thread_count(None) == parallel.available_cores() >= 1
+    assert thread_count(None) == cores.available_cores() >= 1
     with refine_threads(1):
         assert thread_count(None) == 1 and thread_count(2) == 2
     with pytest.raises(ValueError, match="threads"):
@@ -170,9 +171,9 @@ def test_swap_method_takes_a_threads_option(monkeypatch):
 
 
 def test_one_thread_in_a_rank_of_an_mpi_job(monkeypatch):
-    for name in parallel.MPI_SIZE_VARIABLES:
+    for name in cores.MPI_SIZE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(parallel, "available_cores", lambda: 8)
+    monkeypatch.setattr(cores, "available_cores", lambda: 8)
     assert thread_count(None) == 8
     monkeypatch.setenv("PMI_SIZE", "1")  # a singleton job: the cores are its own
     assert thread_count(None) == 8

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 
 import numpy as np
 
+from ... import cores
 from ...deadline import Deadline
 
 GROUP_TASKS = 4096    # about this many tasks per group: a fixed rule, never the thread count
@@ -33,14 +33,6 @@ STEP_PAIRS = 1 << 16   # pairs of all groups between two checks of the deadline 
 MIN_STEP = 1024        # ... but at least this many per group
 
 _threads: contextvars.ContextVar[int | None] = contextvars.ContextVar("refine_threads", default=None)
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its affinity mask)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity call on this platform
-        return os.cpu_count() or 1
 
 
 @contextlib.contextmanager
@@ -54,22 +46,6 @@ def refine_threads(n: int):
         _threads.reset(token)
 
 
-#: what MPI launchers (Open MPI, MPICH's hydra and Intel MPI, MVAPICH) tell each rank of the job's size
-MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
-
-
-def _in_mpi_job() -> bool:
-    """Whether this process is one of several ranks of an MPI job (read from
-    the launcher's environment: no MPI import here)."""
-    for name in MPI_SIZE_VARIABLES:
-        try:
-            if int(os.environ.get(name, "1")) > 1:
-                return True
-        except ValueError:
-            continue
-    return False
-
-
 def thread_count(threads: int | None) -> int:
     """``threads`` if given, else the context's (``refine_threads``), else
     1 in a rank of an MPI job of several ranks (they own the cores), else
@@ -77,7 +53,7 @@ def thread_count(threads: int | None) -> int:
     if threads is None:
         threads = _threads.get()
     if threads is None:
-        threads = 1 if _in_mpi_job() else available_cores()
+        threads = cores.default_workers()
     threads = int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
