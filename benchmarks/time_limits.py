@@ -154,6 +154,7 @@ def main(argv=None) -> int:
     ap.add_argument("--apps", type=int, default=2, help=f"application model graphs at {APP_BLOCKS} ranks (0-{len(APPS)})")
     ap.add_argument("--only-apps", action="store_true", help="only the application graphs")
     ap.add_argument("--limits", default="0.5,2,10", help="comma-separated time limits in seconds")
+    ap.add_argument("--tasks", help="only the instances of these task counts (comma-separated, e.g. 2048)")
     ap.add_argument("--no-work", action="store_true", help="skip the pure work-limit reference runs")
     ap.add_argument("--cli-only", action="store_true",
                     help="only the rankmap map column (no map_tasks or work-limit runs)")
@@ -172,6 +173,8 @@ def main(argv=None) -> int:
     todo = instances(args.size, not args.no_traffic, args.apps)
     if args.only_apps:
         todo = [i for i in todo if i[0].startswith("app:")]
+    if args.tasks:
+        todo = [i for i in todo if i[4] in {int(x) for x in args.tasks.split(",")}]
     print(f"# load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; goal: wall <= {GOAL_FACTOR} L + {GOAL_SLACK} s")
     print(f"{'instance':24s} {'n':>5s} {'L':>5s} | {'cli s':>7s} {'/L':>5s} {'ok':>3s} {'hit':>3s} | "
           f"{'map s':>7s} {'/L':>5s} {'hit':>3s} | {'work s':>7s} {'J/J_work':>8s}")
