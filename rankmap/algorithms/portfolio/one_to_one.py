@@ -21,7 +21,7 @@ instances, KaHIP's on others), hence both.  The starts after the first
 three leave SEARCH_SHARE of the budget to an iterated local search on the best mapping
 (one-to-one): kick 8 connected tasks, refine around them
 (``refine_around``), keep when J drops.  Then, on top of the budget,
-what neither swaps nor kicks reach: KaHIP strong re-bisection of the
+what neither swaps nor kicks reach: KaHIP re-bisection of the
 heaviest node pairs (``rebisect_heaviest``) and cyclic exchanges inside
 the nodes (``cycle_exchanges``).  With fewer tasks than PEs the
 result finally alternates moves into free PEs with swaps (a swap never
@@ -110,9 +110,13 @@ SEARCH_SHARE = 0.3    # ... later ones leave this share of the budget to the ite
 CYCLE_SHARE = 0.1     # the cyclic exchanges after the search: this share of the budget on top of it ...
 MIN_CYCLE_ROUNDS = 4  # ... and at least this many rounds (a round that finds no cycle ends them)
 REBISECT_SHARE = 0.1  # the node-pair re-bisection after the search: this share of the budget on top ...
-MIN_REBISECT_PAIRS = 1  # ... and at least the heaviest pair up to N2_MAX_TASKS tasks
-_REBISECT_SCALE = 5.0  # KaHIP strong on one pair's tasks took 4.3-5.7x the multisection terms below (cpu,
-                       # as a ratio to KaHIP fast timed in the same runs: 8 models of 128-1024 tasks, load 5)
+MIN_REBISECT_PAIRS = 1  # ... and at least the heaviest pair up to N2_MAX_TASKS tasks ...
+REBISECT_PRESET, REBISECT_SEEDS = "eco", 3  # ... each by KaHIP eco with this many seeds (with the slack of
+                                            # refine/rebisect.py, 3 seeds of eco found what strong finds on
+                                            # add32/256 and uk/256 at a third of its time)
+_REBISECT_SCALE = {"fast": 2.0, "eco": 2.0, "strong": 5.0}  # one pair took this many times the
+                       # multisection terms below (cpu, as a ratio to KaHIP fast timed in the same runs, 8 models
+                       # of 128-1024 tasks, load 5-11: eco 1.6-2.8, strong 4.1-6.1; at 2048 tasks 16-20 x)
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
 
@@ -178,18 +182,18 @@ def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
     return calls * _PER_PARTITION_CALL[key] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[key]
 
 
-def _rebisect_pair_cost(graph, topology) -> float | None:
+def _rebisect_pair_cost(graph, topology, preset: str = "strong") -> float | None:
     """Estimated seconds of re-bisecting one pair of top-level subtrees
-    (``refine/rebisect.py``): KaHIP strong on the pair's tasks and its share
-    of the edges, then a scan of each of its tasks in both orientations;
-    None when the tree has no such pairs."""
+    (``refine/rebisect.py``, one seed): KaHIP ``preset`` on the pair's tasks
+    and its share of the edges, then a scan of each of its tasks in both
+    orientations; None when the tree has no such pairs."""
     size = top_subtree_size(topology)
     if size is None or graph.n > topology.n_pes:
         return None
-    key = ("kahip", "strong")
+    key = ("kahip", preset)
     edges = 2 * graph.symmetric.nnz * size / topology.n_pes
-    return _REBISECT_SCALE * (_PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]
-                              + 4 * size * _scan_seconds(graph, topology))
+    return _REBISECT_SCALE[preset] * (_PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]
+                                      + 4 * size * _scan_seconds(graph, topology))
 
 
 def _steiner_cost(graph, topology) -> float:
@@ -407,23 +411,25 @@ def slowness(began: float, spent: float) -> float:
 
 
 def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed: int, deadline: Deadline):
-    """KaHIP strong re-bisection of the top-level subtree pairs with the most
-    traffic between them (``refine/rebisect.py``), as many as ``budget``
+    """Re-bisection of the top-level subtree pairs with the most traffic
+    between them (``refine/rebisect.py``, REBISECT_PRESET with
+    REBISECT_SEEDS seeds), as many as ``budget``
     (estimated seconds) pays for, at least MIN_REBISECT_PAIRS up to
     N2_MAX_TASKS tasks: the 26-task group Mt-KaHyPar's mapping of add32/256
     puts on the other node of a pair (docs/quality.md) is out of reach of
     swaps, the V-cycles' FM and the kicks, and the heaviest pair alone
-    finds it.  Returns the mapping, its J and the work's estimated seconds;
+    finds it (with KaHIP's slack, J 0.967 x).  Returns the mapping, its J and the work's estimated seconds;
     never a higher J."""
-    pair = _rebisect_pair_cost(graph, topology)
+    pair = _rebisect_pair_cost(graph, topology, REBISECT_PRESET)
     if pair is None:
         return pe_of_task, j, 0.0
+    pair *= REBISECT_SEEDS
     k = topology.n_pes // top_subtree_size(topology)
     pairs = min(max(int(budget / pair), MIN_REBISECT_PAIRS if graph.n <= N2_MAX_TASKS else 0), k * (k - 1) // 2)
     if pairs < 1 or not deadline.allows(pair):  # a KaHIP call cannot be cut: the first pair must fit
         return pe_of_task, j, 0.0
-    pe = rebisect_pairs(graph, topology, pe_of_task, preset="strong", seed=seed, max_pairs=pairs,
-                        deadline=deadline)
+    pe = rebisect_pairs(graph, topology, pe_of_task, preset=REBISECT_PRESET, seed=seed, seeds=REBISECT_SEEDS,
+                        max_pairs=pairs, deadline=deadline)
     cj = mapping_cost(graph, topology, pe)
     return (pe, cj, pairs * pair) if cj < j else (pe_of_task, j, pairs * pair)
 
