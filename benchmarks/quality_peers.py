@@ -452,6 +452,73 @@ def plot(rows, peers, ours, path):
     print("plot:", path)
 
 
+def load_json_rows(paths: list[str]) -> list[dict]:
+    """The one-to-one rows of ``--json`` files in order of first appearance.
+    For an instance in several lines a later line's results win; a column
+    it lacks (a peer that run skipped) is kept from the earlier line and
+    listed in the row's ``carried``."""
+    rows: dict[str, dict] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            new = json.loads(line)
+            if new.get("kind") != "one-to-one":
+                continue
+            old = rows.get(new["instance"])
+            if old is not None:
+                kept = {m: r for m, r in old["results"].items() if m not in new["results"]}
+                new["carried"] = sorted(kept)
+                new["results"] = {**kept, **new["results"]}
+                new["peers"] = [p for p in old["peers"] if p in new["results"]] + \
+                    [p for p in new["peers"] if p not in old["peers"]]
+            rows[new["instance"]] = new
+    return list(rows.values())
+
+
+def json_report(rows: list[dict], plot_path: str | None) -> None:
+    """Markdown table of auto against the peers (J / best peer J; a value
+    carried from an earlier run marked +), the summary against the goals of
+    docs/quality.md, and the plot."""
+    peers = [p for p in dict.fromkeys(p for r in rows for p in r["peers"]) if p != "identity"]
+    print("| instance | n | best peer J | " + " | ".join(peers) + " | auto | auto s | VieM s | auto/VieM t | load |")
+    print("|---|---:|---:|" + "---:|" * (len(peers) + 5))
+    ratios, times = [], []
+    for r in rows:
+        res, carried = r["results"], set(r.get("carried", []))
+        best = min(res[p]["J"] for p in r["peers"] if p in res)
+        cells = [f"{res[p]['J'] / best:.3f}{'+' if p in carried else ''}" if p in res else "-" for p in peers]
+        ratio = res["auto"]["J"] / best
+        viem = res.get("viem", {}).get("seconds")
+        t = res["auto"]["seconds"] / viem if viem and "viem" not in carried else None
+        ratios.append(ratio)
+        times.append(t)
+        print(f"| {r['instance']} | {r['n']} | {best:.6g} | " + " | ".join(cells)
+              + f" | **{ratio:.4f}** | {res['auto']['seconds']:.2f} | "
+              + (f"{viem:.2f} | {t:.2f}" if t else "- | -") + f" | {float(r['load'][0]):.2f} |")
+    r = np.asarray(ratios)
+    tv = [t for t in times if t]
+    worst = int(np.argmax(r))
+    print(f"\n{len(rows)} rows: auto geomean J / best peer {math.exp(np.mean(np.log(r))):.4f}, best or tied "
+          f"(<= {TIED}) {int(np.sum(r <= TIED))}, above 1.01 {int(np.sum(r > 1.01))}, worst {r[worst]:.4f} "
+          f"({rows[worst]['instance']})" + (f", auto / VieM wall time geomean {math.exp(np.mean(np.log(tv))):.2f} "
+                                            f"over {len(tv)} rows" if tv else ""))
+    if plot_path:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.22), 4))
+        ax.plot(np.arange(len(rows)), r, "o", ms=4, label="auto")
+        ax.axhline(1.0, color="k", lw=0.5)
+        for y in (1.01, 0.97):
+            ax.axhline(y, color="grey", lw=0.8, ls="--")
+        ax.set_xticks(np.arange(len(rows)), [x["instance"] for x in rows], rotation=80, fontsize=6)
+        ax.set_ylabel("auto J / best peer J")
+        fig.tight_layout()
+        fig.savefig(plot_path, dpi=120)
+        print("plot:", plot_path)
+
+
 def run_many_to_one(args, scotch):
     """The application graphs themselves onto 4:8:k, eps = 3%: J of auto
     and of the peers (each peer counted as best even when it breaks L_max,
@@ -558,7 +625,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="append every instance's results to this file as JSON lines as they come")
     ap.add_argument("--skip", type=lambda v: {x for x in v.split(",") if x}, default=set(),
                     help="comma-separated tools to leave out (ours or peers, not auto), e.g. multilevel,mtkahypar")
+    ap.add_argument("--from", dest="from_json", type=lambda v: [x for x in v.split(",") if x],
+                    metavar="JSONL[,JSONL]", help="no run: the one-to-one table, summary and plot (--plot) of "
+                    "--json files; a later file's line for an instance wins, columns it lacks are kept (+)")
     args = ap.parse_args(argv)
+    if args.from_json:
+        json_report(load_json_rows(args.from_json), args.plot)
+        return 0
     print("load average:", Path("/proc/loadavg").read_text().strip())
     scotch = ensure_scotch()
     print("scotch:", scotch or "not installable here: Scotch skipped")

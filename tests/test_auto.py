@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.portfolio.one_to_one import (DEFAULT_EFFORT, budget_of, budget_seconds, iterated_search,
-                                                     kick, plan)
+from rankmap.algorithms.portfolio.one_to_one import (DEFAULT_EFFORT, N2_MAX_TASKS, budget_of, budget_seconds,
+                                                     iterated_search, kick, plan, rebisect_heaviest)
 from rankmap.algorithms.refine.swaps import refine_around, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
+from rankmap.deadline import Deadline
 from rankmap.topology.hierarchy import hierarchy_topology
 from tests.quality_instances import grid_graph, planted_hierarchy
 
@@ -57,6 +58,46 @@ def test_default_budget_follows_the_instance_and_plans_the_multilevel_start_earl
     assert spent <= default * (1 + 1e-9) and DEFAULT_EFFORT > 1
     # the re-bisection of node pairs is a start when a budget pays for it
     assert any(o.get("rebisect") == "strong" for _, o, _ in plan(g, topo, 1000.0)[0])
+
+
+def test_beyond_n2_the_default_budget_starts_with_eco_and_pays_for_the_vcycles():
+    large, topo = grid_graph(40, 40), hierarchy_topology([4, 16, 25], [1, 10, 100])
+    assert large.n > N2_MAX_TASKS
+    starts, spent = plan(large, topo, None)
+    assert [(name, o.get("preset")) for name, o, _ in starts[:3]] == [("multisection", "eco"), ("identity", None),
+                                                                       ("multilevel", None)]
+    assert spent <= budget_of(large, topo, None) * (1 + 1e-9)
+    kahip = [o["preset"] for _, o, _ in plan(large, topo, 1000.0)[0] if o.get("backend") == "kahip"]
+    assert kahip[0] == "eco" and kahip.count("eco") == 1  # not a second time further down
+    # a budget that cannot pay for eco and the V-cycles, or up to N2_MAX_TASKS tasks: KaHIP fast first
+    assert plan(large, topo, 1.0)[0][0][1]["preset"] == "fast"
+    small = plan(grid_graph(12, 12), hierarchy_topology([4, 4, 9], [1, 10, 100]), None)[0]
+    assert small[0][1]["preset"] == "fast"
+
+
+def _traded(seed=2):
+    """A planted optimum and the same with half of node 0's tasks traded for
+    half of node 1's (two groups of 4 each way): every single swap loses."""
+    g, best = planted_hierarchy([4, 4, 4], [100, 10, 1], seed=seed)
+    start = best.copy()
+    a = np.flatnonzero((best >= 0) & (best < 8))
+    b = np.flatnonzero((best >= 16) & (best < 24))
+    start[a], start[b] = best[b], best[a]
+    return g, best, start
+
+
+def test_the_heaviest_node_pair_is_rebisected_even_when_the_budget_pays_for_none():
+    g, best, start = _traded()
+    topo = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    j_best, j_start = mapping_cost(g, topo, best), mapping_cost(g, topo, start)
+    assert mapping_cost(g, topo, refine_swaps(g, topo, start, depth="n2")[0]) > j_best
+    pe, j, work = rebisect_heaviest(g, topo, start, j_start, 0.0, 0, Deadline.of(None))
+    assert j == mapping_cost(g, topo, pe) == j_best and work > 0
+    assert np.array_equal(np.sort(pe), np.arange(64))
+    same, j_same, _ = rebisect_heaviest(g, topo, best, j_best, 0.0, 0, Deadline.of(None))
+    assert np.array_equal(same, best) and j_same == j_best  # nothing to gain: unchanged
+    flat = hierarchy_topology([4, 16, 1], [1, 10, 100])  # one node: no pairs, no work
+    assert rebisect_heaviest(g, flat, start, 1.0, 10.0, 0, Deadline.of(None))[2] == 0.0
 
 
 def test_auto_finds_planted_optimum_and_maps_many_to_one():

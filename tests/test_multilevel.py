@@ -155,3 +155,14 @@ def test_rebisect_restores_split_groups_and_never_loses():
     assert np.array_equal(rebisect_pairs(g, topo, best, preset="fast", max_pairs=1), best)  # nothing to gain
     with pytest.raises(ValueError, match="rebisect"):
         map_tasks(g, topo, method="multilevel", rebisect="nonsense")
+
+
+def test_rebisect_with_several_seeds_rereads_the_pairs_tasks():
+    # a kept split's refinement swaps tasks with other nodes: the next seed must bisect the pair's tasks
+    # as they are then (an unrefined start makes those swaps; reading the tasks once overfilled a node)
+    g = grid_graph(32, 32)
+    topo = hierarchy_topology([4, 16, 16], [1, 10, 100])
+    start = np.random.default_rng(0).permutation(g.n)
+    pe = rebisect_pairs(g, topo, start, preset="fast", seed=0, seeds=3, max_pairs=4)
+    assert np.array_equal(np.sort(pe), np.arange(g.n))
+    assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, start)

@@ -1,7 +1,8 @@
 """``auto``: the strongest combination that fits a time budget, best J kept.
 
 Starts, each followed by swap refinement, cheap first: multisection fast
-with KaHIP, the given order (identity: when the tasks are blocks numbered
+with KaHIP (beyond N2_MAX_TASKS tasks eco, where the budget also pays for
+the V-cycles: ``_eco_first``), the given order (identity: when the tasks are blocks numbered
 by a recursive bisection, as in model creation, it is often the best
 start), multilevel V-cycles on the best of these
 (``construct/multilevel.py``: FM exchanges of task groups between nodes,
@@ -19,12 +20,16 @@ wins everywhere (Mt-KaHyPar's cuts are much better on some many-to-one
 instances, KaHIP's on others), hence both.  The starts after the first
 three leave SEARCH_SHARE of the budget to an iterated local search on the best mapping
 (one-to-one): kick 8 connected tasks, refine around them
-(``refine_around``), keep when J drops.  With fewer tasks than PEs the
+(``refine_around``), keep when J drops.  Then, on top of the budget,
+what neither swaps nor kicks reach: KaHIP re-bisection of the
+heaviest node pairs (``rebisect_heaviest``) and cyclic exchanges inside
+the nodes (``cycle_exchanges``).  With fewer tasks than PEs the
 result finally alternates moves into free PEs with swaps (a swap never
 uses a free PE).
 
 Without a ``time_limit`` the budget is DEFAULT_EFFORT times the work of
-one KaHIP eco multisection plus a refinement (VieM's default run), at most
+one KaHIP eco multisection plus a refinement (VieM's default run; beyond
+N2_MAX_TASKS tasks plus the V-cycles), at most
 DEFAULT_TIME_LIMIT seconds: on the benchmark models longer budgets gave
 about the same J at several times the time (docs/quality.md).
 
@@ -66,7 +71,7 @@ from ...topology import Topology
 from .. import METHODS, register
 from ..refine.cycles import cycle_refine
 from ..refine.moves import move_refine
-from ..refine.rebisect import top_subtree_size
+from ..refine.rebisect import rebisect_pairs, top_subtree_size
 from ..refine.swaps import refine_around, refine_swaps
 
 DEFAULT_TIME_LIMIT = 10.0  # seconds: the most auto plans without a time_limit ...
@@ -104,6 +109,14 @@ DIVERSE_STARTS = 3    # the three cheapest starts always run (when planned) ...
 SEARCH_SHARE = 0.3    # ... later ones leave this share of the budget to the iterated local search
 CYCLE_SHARE = 0.1     # the cyclic exchanges after the search: this share of the budget on top of it ...
 MIN_CYCLE_ROUNDS = 4  # ... and at least this many rounds (a round that finds no cycle ends them)
+REBISECT_SHARE = 0.1  # the node-pair re-bisection after the search: this share of the budget on top ...
+MIN_REBISECT_PAIRS = 1  # ... and at least the heaviest pair up to N2_MAX_TASKS tasks ...
+REBISECT_PRESET, REBISECT_SEEDS = "eco", 3  # ... each by KaHIP eco with this many seeds (with the slack of
+                                            # refine/rebisect.py, 3 seeds of eco found what strong finds on
+                                            # add32/256 and uk/256 at a third of its time)
+_REBISECT_SCALE = {"fast": 2.0, "eco": 2.0, "strong": 5.0}  # one pair took this many times the
+                       # multisection terms below (cpu, as a ratio to KaHIP fast timed in the same runs, 8 models
+                       # of 128-1024 tasks, load 5-11: eco 1.6-2.8, strong 4.1-6.1; at 2048 tasks 16-20 x)
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
 
@@ -119,12 +132,16 @@ def budget_of(graph, topology, time_limit: float | None) -> float:
     """auto's budget in the work model's seconds.  A ``time_limit`` sets it
     (``budget_seconds``); without one it is DEFAULT_EFFORT times the work of
     one KaHIP eco multisection and one refinement (what VieM's default run
-    does), at most DEFAULT_TIME_LIMIT's budget: beyond the first starts,
+    does; beyond N2_MAX_TASKS tasks plus the multilevel V-cycles, which
+    the eco start there leads to: ``candidates``), at most
+    DEFAULT_TIME_LIMIT's budget: beyond the first starts,
     the multilevel V-cycles and a short local search, further starts and
     kicks rarely lower J (docs/quality.md)."""
     if time_limit is not None:
         return budget_seconds(time_limit)
     work = _multisection_cost(graph, topology, "kahip", "eco") + _refine_cost(graph, topology, True)
+    if graph.n > N2_MAX_TASKS:  # a start's refinement costs about a multisection: pay for the V-cycles too
+        work += _multilevel_cost(graph, topology)
     return min(budget_seconds(None), DEFAULT_EFFORT * work)
 
 
@@ -165,18 +182,18 @@ def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
     return calls * _PER_PARTITION_CALL[key] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[key]
 
 
-def _rebisect_pair_cost(graph, topology) -> float | None:
+def _rebisect_pair_cost(graph, topology, preset: str = "strong") -> float | None:
     """Estimated seconds of re-bisecting one pair of top-level subtrees
-    (``refine/rebisect.py``): KaHIP strong on the pair's tasks and its share
-    of the edges, then a scan of each of its tasks in both orientations;
-    None when the tree has no such pairs."""
+    (``refine/rebisect.py``, one seed): KaHIP ``preset`` on the pair's tasks
+    and its share of the edges, then a scan of each of its tasks in both
+    orientations; None when the tree has no such pairs."""
     size = top_subtree_size(topology)
     if size is None or graph.n > topology.n_pes:
         return None
-    key = ("kahip", "strong")
+    key = ("kahip", preset)
     edges = 2 * graph.symmetric.nnz * size / topology.n_pes
-    return _PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key] \
-        + 4 * size * _scan_seconds(graph, topology)
+    return _REBISECT_SCALE[preset] * (_PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]
+                                      + 4 * size * _scan_seconds(graph, topology))
 
 
 def _steiner_cost(graph, topology) -> float:
@@ -187,9 +204,11 @@ def _steiner_cost(graph, topology) -> float:
     return steiner_seconds(graph.symmetric.nnz, calls=max(topology.n_pes // 64, 1))
 
 
-def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
+def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> list[tuple[str, dict, float]]:
     """Every start auto may make, in order, with its estimated seconds
-    (without the refinement that follows it)."""
+    (without the refinement that follows it).  The first is KaHIP fast,
+    or beyond N2_MAX_TASKS tasks KaHIP eco when ``budget`` pays for it,
+    the given order and the V-cycles on the better (``_eco_first``)."""
     def ms(backend, preset, run_seed, steiner=False):
         cost = _multisection_cost(graph, topology, backend, preset)
         opts = {"preset": preset, "backend": backend, "seed": run_seed}
@@ -207,15 +226,16 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
         return ("multisection", opts, cost)
 
     treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
-    multilevel_cost = _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK
-                                    + _refine_cost(graph, topology, True))
-    runs = [ms("kahip", "fast", seed), top_split(graph, topology, seed), ("identity", {"seed": seed}, 0.0),
-            ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost)]
+    multilevel_cost = _multilevel_cost(graph, topology)
+    eco = ms("kahip", "eco", seed)
+    eco_first = _eco_first(graph, topology, budget)
+    runs = [eco if eco_first else ms("kahip", "fast", seed), top_split(graph, topology, seed),
+            ("identity", {"seed": seed}, 0.0), ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost)]
     if _rebisect_pair_cost(graph, topology) is not None:  # priced with one pair: auto gives it what fits
         runs.append(("multilevel", {"seed": seed, "start": "best", "rebisect": "strong"},
                      multilevel_cost / _ML_CYCLES + _rebisect_pair_cost(graph, topology)))
-    runs += [ms("mtkahypar", "fast", seed),
-            ms("kahip", "eco", seed), ms("mtkahypar", "fast", seed + 1), ms("mtkahypar", "eco", seed, True),
+    runs += [ms("mtkahypar", "fast", seed)] + ([] if eco_first else [eco]) + [
+            ms("mtkahypar", "fast", seed + 1), ms("mtkahypar", "eco", seed, True),
             ms("kahip", "strong", seed), ms("mtkahypar", "fast", seed + 2)]
     for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
         runs += [ms("kahip", "strong", seed + i), ms("mtkahypar", "fast", seed + 2 + i)]
@@ -223,6 +243,25 @@ def candidates(graph, topology, seed: int = 0) -> list[tuple[str, dict, float]]:
     # 1.004-1.005 x the best); GreedyAllC is not a start at all (refined: 1.05-2.06 x the best)
     runs.append(("treematch", {"seed": seed}, treematch_cost))
     return [r for r in runs if r[0] in METHODS]
+
+
+def _multilevel_cost(graph, topology) -> float:
+    """Estimated seconds of the multilevel V-cycles on the best start."""
+    return _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK + _refine_cost(graph, topology, True))
+
+
+def _eco_first(graph, topology, budget: float | None) -> bool:
+    """Beyond N2_MAX_TASKS tasks a start's refinement (N_C^10) costs about as
+    much as the multisection, so few starts fit, and KaHIP eco's cut is worth
+    more there than a second start: on add20, data, 3elt at 2048 tasks eco +
+    refinement + V-cycles gave J 0.971-0.994 of fast + the same (docs/quality.md).
+    Only when ``budget`` pays for eco, the given order and the V-cycles,
+    each refined; otherwise fast, as below N2_MAX_TASKS."""
+    if budget is None or graph.n <= N2_MAX_TASKS:
+        return False
+    need = _multisection_cost(graph, topology, "kahip", "eco") + _multilevel_cost(graph, topology) \
+        + 3 * _refine_cost(graph, topology, True)
+    return need <= budget
 
 
 def top_split(graph, topology, seed: int = 0) -> tuple[str, dict, float]:
@@ -251,7 +290,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     budget = budget_of(graph, topology, time_limit)
     refine = _refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
-    for name, opts, cost in _ordered(candidates(graph, topology, seed), budget, graph.n):
+    for name, opts, cost in _ordered(candidates(graph, topology, seed, budget), budget, graph.n):
         if chosen and spent + cost + refine > _start_budget(budget, len(chosen)):
             continue
         chosen.append((name, opts, cost))
@@ -343,7 +382,9 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
             began, spent_then = time.monotonic(), spent
     best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent,
                                       deadline=deadline)
-    # last, on what the kicks left, CYCLE_SHARE of the budget on top (the kicks never make these moves)
+    # then, on top of the budget, what the kicks never make: node-pair re-bisection, cyclic exchanges
+    best_pe, best_j, _ = rebisect_heaviest(graph, topology, best_pe, best_j, REBISECT_SHARE * budget, seed,
+                                           deadline)
     best_pe, best_j, _ = cycle_exchanges(graph, topology, best_pe, best_j, CYCLE_SHARE * budget, seed, deadline)
     if graph.n < topology.n_pes:
         best_pe, best_j = _use_free_pes(graph, topology, best_pe, best_j, seed, deadline)
@@ -368,6 +409,30 @@ def slowness(began: float, spent: float) -> float:
     if spent < 1e-3:
         return 1.0
     return max(1.0, (time.monotonic() - began) / spent)
+
+
+def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed: int, deadline: Deadline):
+    """Re-bisection of the top-level subtree pairs with the most traffic
+    between them (``refine/rebisect.py``, REBISECT_PRESET with
+    REBISECT_SEEDS seeds), as many as ``budget``
+    (estimated seconds) pays for, at least MIN_REBISECT_PAIRS up to
+    N2_MAX_TASKS tasks: the 26-task group Mt-KaHyPar's mapping of add32/256
+    puts on the other node of a pair (docs/quality.md) is out of reach of
+    swaps, the V-cycles' FM and the kicks, and the heaviest pair alone
+    finds it (with KaHIP's slack, J 0.967 x).  Returns the mapping, its J and the work's estimated seconds;
+    never a higher J."""
+    pair = _rebisect_pair_cost(graph, topology, REBISECT_PRESET)
+    if pair is None:
+        return pe_of_task, j, 0.0
+    pair *= REBISECT_SEEDS
+    k = topology.n_pes // top_subtree_size(topology)
+    pairs = min(max(int(budget / pair), MIN_REBISECT_PAIRS if graph.n <= N2_MAX_TASKS else 0), k * (k - 1) // 2)
+    if pairs < 1 or not deadline.allows(pair):  # a KaHIP call cannot be cut: the first pair must fit
+        return pe_of_task, j, 0.0
+    pe = rebisect_pairs(graph, topology, pe_of_task, preset=REBISECT_PRESET, seed=seed, seeds=REBISECT_SEEDS,
+                        max_pairs=pairs, deadline=deadline)
+    cj = mapping_cost(graph, topology, pe)
+    return (pe, cj, pairs * pair) if cj < j else (pe_of_task, j, pairs * pair)
 
 
 def cycle_exchanges(graph, topology, pe_of_task, j: float, budget: float, seed: int, deadline: Deadline):

@@ -42,7 +42,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...graph import CommGraph
-from ...cost import mapping_cost
 from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
@@ -581,11 +580,11 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     w = np.asarray(adj.data, dtype=np.float64)
     paths, dist_ext = tree_oracle(topology)
     pos = np.asarray(pe_of_task, dtype=np.int64).copy()
-    tol = 1e-12 * max(float(mapping_cost(graph, topology, pos)), 1.0)
     moved = np.unique(np.asarray(changed, dtype=np.int64))
     prio = np.random.default_rng(seed).permutation(graph.n).astype(np.int64)
     cap = np.iinfo(np.int64).max if max_scans is None else max(int(max_scans), 1)
     gamma = gammas(indptr, indices, w, pos, paths, dist_ext)
+    tol = 1e-12 * max(0.5 * float(gamma.sum()), 1.0)  # J from the gammas: no second pass over the edges
     per_call = max(1, SCAN_SLICE_WORK // (graph.n * paths.shape[0] + indices.size + 1))
     scans = 0
     todo = _with_neighbours(indptr, indices, moved)
