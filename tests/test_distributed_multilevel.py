@@ -81,13 +81,13 @@ def test_overflow_goes_to_the_nearest_free_pes():
         overflow_matching(np.array([5, 4]), np.array([4, 4]))
 
 
-@pytest.mark.parametrize("coarse_max", [4096, 40])
-def test_multilevel_maps_one_to_one_exactly_and_never_loses(coarse_max):
+@pytest.mark.parametrize("coarse_max, pair_rounds", [(4096, 0), (40, 0), (40, 2)])
+def test_multilevel_maps_one_to_one_exactly_and_never_loses(coarse_max, pair_rounds):
     g = stencil3d(6)  # 216 tasks on 256 PEs: 40 stay free
     topo = rankmap.topology_from_strings("4:4:4:4", "1:10:100:1000")
     start = np.random.default_rng(0).permutation(256)[:g.n]
     pe, res = multilevel_map(g, topo, start, seed=2, replicas=2, coarse_max=coarse_max,
-                             coarse_time_limit=0.05)
+                             coarse_time_limit=0.05, pair_rounds=pair_rounds)
     assert len(np.unique(pe)) == g.n and pe.max() < 256
     assert res.J_after == pytest.approx(rankmap.mapping_cost(g, topo, pe))
     assert res.J_before == pytest.approx(rankmap.mapping_cost(g, topo, start))
@@ -95,10 +95,10 @@ def test_multilevel_maps_one_to_one_exactly_and_never_loses(coarse_max):
     assert (len(res.level_sizes) > 1) == (coarse_max < g.n)
     assert res.rounds == sum(res.coarsening_rounds) + len(res.group_moves) + sum(res.pair_rounds) + \
         len(res.set_gains) + res.refine.rounds
-    assert res.rounds <= 30 and (len(res.pair_rounds) > 0) == (coarse_max < g.n)
+    assert res.rounds <= 30 and (len(res.pair_rounds) > 0) == (coarse_max < g.n and pair_rounds > 0)
     assert (len(res.set_gains) > 0) == (coarse_max < g.n)
     again, _ = multilevel_map(g, topo, start, seed=2, replicas=2, coarse_max=coarse_max,
-                              coarse_time_limit=0.05)
+                              coarse_time_limit=0.05, pair_rounds=pair_rounds)
     assert np.array_equal(pe, again)
     # from a placement it cannot beat, it keeps the placement
     kept, res2 = multilevel_map(g, topo, pe, seed=2, replicas=1, coarse_max=coarse_max,

@@ -4,7 +4,7 @@ Rank 0 alone builds the graph, the machine and the start; every rank gets the
 rows of its block of tasks, coarsens its share, rank 0 maps the coarse graph.
 Checks, printed as "CHECK name ok": every rank's part equals the serial run
 with the same options (the decisions do not depend on the number of ranks),
-through several coarse levels and the set rounds, and J is exact.
+through several coarse levels, the pair and the set rounds, and J is exact.
 """
 
 import numpy as np
@@ -12,8 +12,9 @@ from mpi4py import MPI
 
 from rankmap.reorder.offline import multilevel_distributed
 
-# a small coarse_max forces several levels of label propagation on 216 tasks
-OPTIONS = dict(seed=5, replicas=1, coarse_max=24, coarse_time_limit=0.05)
+# a small coarse_max forces several levels of label propagation on 216 tasks;
+# a pair round per coarse level (off by default) so that FM between groups runs too
+OPTIONS = dict(seed=5, replicas=1, coarse_max=24, coarse_time_limit=0.05, pair_rounds=1)
 
 
 def problem():
@@ -44,7 +45,7 @@ def main() -> None:
         graph, topology, start = problem()
     pe, res, _ = multilevel_distributed(comm, graph, topology, start, **OPTIONS)
     seen = comm.gather((res.J_after, res.rounds, res.level_sizes, res.coarsening_rounds,
-                        res.kept_start, res.set_gains), root=0)
+                        res.kept_start, res.set_gains, res.pair_rounds), root=0)
     if comm.Get_rank() != 0:
         return
     from rankmap import mapping_cost
@@ -54,10 +55,11 @@ def main() -> None:
     assert np.array_equal(pe, serial), (pe, serial)
     assert all(s == seen[0] for s in seen), seen
     assert seen[0] == (sres.J_after, sres.rounds, sres.level_sizes, sres.coarsening_rounds,
-                       sres.kept_start, sres.set_gains), (seen[0], sres)
+                       sres.kept_start, sres.set_gains, sres.pair_rounds), (seen[0], sres)
     print("CHECK same-as-serial ok", flush=True)
     assert len(sres.level_sizes) >= 3 and sres.level_sizes[-1] <= 24, sres.level_sizes
     assert len(sres.set_gains) > 0, sres  # the sets of groups were mapped again on their owners
+    assert sum(sres.pair_rounds) > 0, sres
     print(f"CHECK levels ok {sres.level_sizes}, set rounds {len(sres.set_gains)}", flush=True)
     j = mapping_cost(graph, topology, pe)
     assert abs(j - res.J_after) <= 1e-9 * j and j < 0.7 * mapping_cost(graph, topology, start)

@@ -17,14 +17,14 @@ need many rounds and cannot move a whole group of tasks to another node
   3. uncoarsening (``balance.GroupMoves``): at every level, moves of
      clusters between neighbouring groups that lower J (a few percent of
      room above a group's PEs on the coarse levels, none on the tasks';
-     the tasks of an overfull group move out where it costs least), then
-     FM between pairs of sibling groups (``pairs.PairExchange``: exchanges
-     of several vertices that no single move gains); members inherit their
-     cluster's group; on the task level each group lays its tasks on its
-     PEs, ordered by the clusters of every level around them, then sets of
-     up to eight sibling groups are mapped again by ``auto`` on one owner
-     each (``pairs.SetRemap``: which tasks share a node, where a coarse
-     graph of a few clusters per group packs poorly);
+     the tasks of an overfull group move out where it costs least)
+     (optionally FM between pairs of sibling groups, ``pairs.PairExchange``);
+     members inherit their cluster's group; on the task level each group
+     lays its tasks on its PEs, ordered by the clusters of every level
+     around them, then sets of up to eight sibling groups are mapped again
+     by ``auto`` on one owner each (``pairs.SetRemap``: which tasks share a
+     node, where a coarse graph of a few clusters per group packs poorly),
+     round after round while they gain and the round budget lasts;
   4. the swap rounds (``swap_rounds.SwapRounds``) refine the tasks' PEs.
 Every step is a function of the global state (sorted records, seeded
 hashes), so the result is the same for any number of owners; no owner holds
@@ -64,16 +64,19 @@ SLACKS = (0.03, 0.1, 0.25, 0.5, 1.0, 4.0)
 CAP_FRACTION = 0.5
 #: rounds of moves between groups after the projection
 BALANCE_ROUNDS = 2
-#: rounds of FM between pairs of sibling groups per level (``pairs``)
-PAIR_ROUNDS = 3
-#: rounds of ``auto`` on sets of sibling groups on the tasks' level (``pairs.SetRemap``)
-SET_ROUNDS = 3
+#: rounds of FM between pairs of sibling groups per coarse level (``pairs``);
+#: off by default: on the forced-coarsening instances a round of the set
+#: rounds below takes off more of the node-level cut than a pair round
+PAIR_ROUNDS = 0
+#: rounds of ``auto`` on sets of sibling groups on the tasks' level
+#: (``pairs.SetRemap``): at most this many; the round budget ends them sooner
+SET_ROUNDS = 30
 #: room above its PEs a group may take on the coarse levels of the uncoarsening
 LEVEL_SLACK = 0.05
 #: rounds of all levels together: the swap rounds get what the levels leave,
 #: at least MIN_REFINE_ROUNDS
 ROUND_BUDGET = 30
-MIN_REFINE_ROUNDS = 4
+MIN_REFINE_ROUNDS = 2
 #: rounds of the swap refinement after the projection
 REFINE_ROUNDS = 12
 
