@@ -64,6 +64,16 @@ def check_coordinates(coords, n_tasks: int, dim: int) -> np.ndarray:
     return c
 
 
+def layout_method(n: int, method: str) -> str:
+    """The layout ``infer_coordinates`` makes of ``n`` tasks for ``method``:
+    "auto" is spring up to SPRING_MAX_TASKS tasks, spectral beyond."""
+    if method == "auto":
+        method = "spring" if n <= SPRING_MAX_TASKS else "spectral"
+    if method not in ("spring", "spectral"):
+        raise ValueError(f"unknown layout method {method!r}; choose spring, spectral or auto")
+    return method
+
+
 def infer_coordinates(graph: CommGraph, dim: int, seed: int = 0, method: str = "auto") -> np.ndarray:
     """A ``dim``-D layout of the tasks in which heavily communicating tasks
     lie close: ``method`` is "spring" (force-directed from a spectral
@@ -71,10 +81,7 @@ def infer_coordinates(graph: CommGraph, dim: int, seed: int = 0, method: str = "
     Edge weights are the symmetric byte counts, scaled to mean 1."""
     import networkx as nx
 
-    if method == "auto":
-        method = "spring" if graph.n <= SPRING_MAX_TASKS else "spectral"
-    if method not in ("spring", "spectral"):
-        raise ValueError(f"unknown layout method {method!r}; choose spring, spectral or auto")
+    method = layout_method(graph.n, method)
     n = graph.n
     if n <= dim:  # too few tasks for a layout: spread them on a line
         return np.eye(n, dim) * np.arange(1, n + 1)[:, None] if n else np.zeros((0, dim))

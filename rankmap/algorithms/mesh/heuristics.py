@@ -60,7 +60,7 @@ import numpy as np
 from ...cost import mapping_cost
 from ...deadline import Deadline
 from ...graph import CommGraph
-from ...layout import SPRING_MAX_TASKS, check_coordinates, infer_coordinates, load_coordinates
+from ...layout import check_coordinates, infer_coordinates, layout_method, load_coordinates
 from ...topology.mesh import MeshTopology
 from .. import METHODS, register
 from ..construct.baselines import pe_capacity
@@ -375,7 +375,7 @@ def mesh_auto(graph, topology, *, seed=0, eps=None, rounds=8, refine_best=3, tim
 
 def _layout_price(n: int, method: str) -> float:
     """Counted seconds of ``infer_coordinates`` for ``n`` tasks."""
-    if method == "spring" or (method == "auto" and n <= SPRING_MAX_TASKS):
+    if layout_method(n, method) == "spring":
         return LAYOUT_PRICE["spring"] * n * n
     return LAYOUT_PRICE["spectral"] * n
 
