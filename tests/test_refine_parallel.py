@@ -8,7 +8,7 @@ import pytest
 from rankmap import cores
 from rankmap.algorithms import map_tasks
 from rankmap.algorithms.refine import parallel
-from rankmap.algorithms.refine.parallel import GroupedPasses, refine_threads, thread_count, tree_groups
+from rankmap.algorithms.refine.parallel import GroupedPasses, thread_count, tree_groups
 from rankmap.algorithms.refine import swaps
 from rankmap.algorithms.refine.swaps import refine_swaps
 from rankmap.cost import mapping_cost
@@ -150,13 +150,11 @@ def test_parallel_parts_stay_inside_their_group(monkeypatch):
     assert st.j_end == pytest.approx(mapping_cost(g, topo, pe)) and st.j_end < 0.9 * st.j_start
 
 
-def test_thread_count_option_context_and_default(monkeypatch):
+def test_thread_count_option_and_default(monkeypatch):
     for name in cores.MPI_SIZE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     assert thread_count(3) == 3
     assert thread_count(None) == cores.available_cores() >= 1
-    with refine_threads(1):
-        assert thread_count(None) == 1 and thread_count(2) == 2
     with pytest.raises(ValueError, match="threads"):
         thread_count(0)
     with pytest.raises(ValueError, match="threads"):

@@ -294,7 +294,6 @@ def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
     ``deadline`` (default: ``call_seconds`` from now, as reorder_comm's)
     bounds the mapping and the refinement."""
     from ..algorithms import map_tasks
-    from ..algorithms.refine.parallel import refine_threads
 
     size = len(rows)
     lengths = [len(d) for d, _ in rows]
@@ -311,11 +310,11 @@ def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
     refine = settings["refine"]
     if refine == "auto" and settings["method"] in ALREADY_REFINED:
         refine = "none"
-    with refine_threads(1):  # the ranks already own the cores
-        mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"], deadline=deadline,
-                            **options)
-        pe, refined_by = refine_mapping(graph, topology, mapping.pe_of_task, refine, settings["seed"],
-                                        replicas=settings["replicas"], kicks=settings["kicks"], deadline=deadline)
+    # threads and worker processes: one, as in every rank of a job of several (``rankmap.cores``)
+    mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"], deadline=deadline,
+                        **options)
+    pe, refined_by = refine_mapping(graph, topology, mapping.pe_of_task, refine, settings["seed"],
+                                    replicas=settings["replicas"], kicks=settings["kicks"], deadline=deadline)
     name = settings["method"] + (f"+{refined_by}" if refined_by else "")
     j_after = mapping_cost(graph, topology, pe)
     if j_after >= j_before:  # no gain: moving processes would only cost

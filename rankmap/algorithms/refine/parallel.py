@@ -19,9 +19,6 @@ groups: no kernel of its own, so nothing more to compile or cache.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-
 import numpy as np
 
 from ... import cores
@@ -32,26 +29,10 @@ SLICE_PAIRS = 1 << 20  # pairs gathered from a pass's stream before they are spl
 STEP_PAIRS = 1 << 16   # pairs of all groups between two checks of the deadline and work limit
 MIN_STEP = 1024        # ... but at least this many per group
 
-_threads: contextvars.ContextVar[int | None] = contextvars.ContextVar("refine_threads", default=None)
-
-
-@contextlib.contextmanager
-def refine_threads(n: int):
-    """Swap refinement in this context uses ``n`` threads unless a call says
-    otherwise (under MPI the ranks already own the cores: 1)."""
-    token = _threads.set(max(int(n), 1))
-    try:
-        yield
-    finally:
-        _threads.reset(token)
-
 
 def thread_count(threads: int | None) -> int:
-    """``threads`` if given, else the context's (``refine_threads``), else
-    1 in a rank of an MPI job of several ranks (they own the cores), else
-    the cores available."""
-    if threads is None:
-        threads = _threads.get()
+    """``threads`` if given, else 1 in a rank of an MPI job of several ranks
+    (they own the cores), else the cores available (``rankmap.cores``)."""
     if threads is None:
         threads = cores.default_workers()
     threads = int(threads)
