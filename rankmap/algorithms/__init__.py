@@ -96,9 +96,12 @@ METHODS: dict[str, MethodSpec] = _Registry()
 #: seconds auto's first call in a process pays before it maps anything:
 #: importing numba and scipy, and numba's first dispatch (its typing and
 #: target contexts, the kernels loaded from the on-disk cache); none of it
-#: can be cut, so a deadline that leaves less returns the given order at once
-#: (measured: docs/time-limits.md, "Start-up")
+#: can be cut, so a deadline that leaves less gets auto's quick start
+#: instead (``_quick_start``; measured: docs/time-limits.md, "Start-up")
 AUTO_FIRST_CALL = 1.5
+#: ... and what the quick start's first call pays: importing the
+#: multisection (scipy.sparse and KaHIP; 0.27 s idle here)
+QUICK_START_FIRST_CALL = 0.4
 
 
 def register(name: str, description: str, machines: tuple = ("tree",)):
@@ -148,7 +151,9 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     if method == "auto" and "numba" not in sys.modules and not deadline.allows(AUTO_FIRST_CALL):
         given = _given_order(graph, topology, eps)  # auto could not even start: skip its imports
         if given is not None:
-            return Mapping(given, method=method, seed=seed, time_s=0.0, deadline_hit=True)
+            start = time.perf_counter()
+            pe = _quick_start(graph, topology, given, seed, eps, deadline)
+            return Mapping(pe, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
     kind = "tree" if isinstance(topology, Topology) else "mesh"
@@ -220,15 +225,37 @@ def _given_order(graph, topology, eps):
     return given
 
 
+def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
+    """What auto does when its own start does not fit the deadline: the
+    better of the given order and a KaHIP fast multisection (auto's first
+    start without its refinement; neither loads numba), which on a tree
+    the deadline leaves time for.  The multisection prices every
+    partitioning call against the deadline and stops short of it."""
+    loaded = f"{__name__}.construct.multisection" in sys.modules
+    if not isinstance(topology, Topology) or not (loaded or deadline.allows(QUICK_START_FIRST_CALL)):
+        return given
+    try:
+        pe = np.asarray(METHODS["multisection"].fn(graph, topology, seed=seed, eps=eps, preset="fast",
+                                                   backend="kahip", workers=1,
+                                                   deadline=deadline.sooner(_tail_seconds(graph))), dtype=np.int64)
+        validate_mapping(pe, graph, topology, eps=eps)
+    except ValueError:  # cut where weighted tasks no longer fit their PEs
+        return given
+    return _better(graph, topology, pe, given)
+
+
+def _better(graph, topology, pe, other):
+    """``pe`` or ``other``, whichever has the lower J (``other`` on a tie)."""
+    from ..cost import mapping_cost
+
+    return pe if mapping_cost(graph, topology, pe) < mapping_cost(graph, topology, other) else other
+
+
 def _not_worse_than_given(graph, topology, pe, eps):
     """A search the deadline cut may hold a half-improved start: keep the
     given order (the identity placement) when that is valid and better."""
-    from ..cost import mapping_cost
-
     given = _given_order(graph, topology, eps)
-    if given is None:
-        return pe
-    return given if mapping_cost(graph, topology, given) < mapping_cost(graph, topology, pe) else pe
+    return pe if given is None else _better(graph, topology, given, pe)
 
 
 _imported = False
