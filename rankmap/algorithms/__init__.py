@@ -100,8 +100,8 @@ METHODS: dict[str, MethodSpec] = _Registry()
 #: instead (``_quick_start``; measured: docs/time-limits.md, "Start-up")
 AUTO_FIRST_CALL = 1.5
 #: ... and what the quick start's first call pays: importing the
-#: multisection (scipy.sparse and KaHIP; 0.27 s idle here)
-QUICK_START_FIRST_CALL = 0.4
+#: multisection (scipy.sparse and KaHIP), seconds on an idle core
+QUICK_START_IMPORT = 0.27
 
 
 def register(name: str, description: str, machines: tuple = ("tree",)):
@@ -228,16 +228,22 @@ def _given_order(graph, topology, eps):
 def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     """What auto does when its own start does not fit the deadline: the
     better of the given order and a KaHIP fast multisection (auto's first
-    start without its refinement; neither loads numba), which on a tree
-    the deadline leaves time for.  The multisection prices every
-    partitioning call against the deadline and stops short of it."""
+    start without its refinement; neither loads numba), on a tree where the
+    deadline leaves time for its import and as long again.  The
+    multisection prices every partitioning call against the deadline at
+    idle-core speed: its deadline comes as much sooner as the import ran
+    slower than QUICK_START_IMPORT (a loaded machine)."""
     loaded = f"{__name__}.construct.multisection" in sys.modules
-    if not isinstance(topology, Topology) or not (loaded or deadline.allows(QUICK_START_FIRST_CALL)):
+    if not isinstance(topology, Topology) or not (loaded or deadline.allows(2 * QUICK_START_IMPORT)):
         return given
+    began = time.monotonic()
+    multisection = METHODS["multisection"].fn  # the import, unless loaded
+    slow = 1.0 if loaded else max(1.0, (time.monotonic() - began) / QUICK_START_IMPORT)
+    left = deadline.remaining() - _tail_seconds(graph)
+    inner = deadline.sooner(deadline.remaining() - left / slow)
     try:
-        pe = np.asarray(METHODS["multisection"].fn(graph, topology, seed=seed, eps=eps, preset="fast",
-                                                   backend="kahip", workers=1,
-                                                   deadline=deadline.sooner(_tail_seconds(graph))), dtype=np.int64)
+        pe = np.asarray(multisection(graph, topology, seed=seed, eps=eps, preset="fast", backend="kahip", workers=1,
+                                     deadline=inner), dtype=np.int64)
         validate_mapping(pe, graph, topology, eps=eps)
     except ValueError:  # cut where weighted tasks no longer fit their PEs
         return given

@@ -379,14 +379,17 @@ def _grouped_partition(call, adj, ws: np.ndarray, targets: np.ndarray, capacity:
     return block
 
 
-def split_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: str = "fast") -> float:
+def split_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: str = "fast", calls: int = 1) -> float:
     """Estimated seconds of splitting ``n`` tasks into ``parts`` children
-    (``_grouped_partition``: the calls of one virtual level together see
-    every task once)."""
+    (``_grouped_partition``): the ``calls`` calls of one virtual level each
+    see an equal share of the tasks and edges."""
+    share = (-(-n // calls), -(-nnz // calls))
     if parts <= FANOUT_MAX:
-        return partition_seconds(n, nnz, parts, backend, preset)
-    size = -(-parts // FANOUT_MAX)
-    return partition_seconds(n, nnz, -(-parts // size), backend, preset) + split_seconds(n, nnz, size, backend, preset)
+        return calls * partition_seconds(*share, parts, backend, preset)
+    size = -(-parts // FANOUT_MAX)  # targets per group, as _grouped_partition
+    groups = -(-parts // size)
+    return calls * partition_seconds(*share, groups, backend, preset) + split_seconds(n, nnz, size, backend, preset,
+                                                                                      calls * groups)
 
 
 def _in_order_blocks(ws: np.ndarray, targets: np.ndarray) -> np.ndarray:
