@@ -68,7 +68,9 @@ def fit(rows: list[dict]) -> tuple[float, float, float]:
 
 
 def summarize(rows: list[dict]) -> None:
-    ratio = np.array([r["cpu"] / r["price"] for r in rows])
+    """The spread of measured over priced (the current ``partition_seconds``,
+    so rows measured before a refit show it), and the fit."""
+    ratio = np.array([r["cpu"] / partition_seconds(r["n"], r["nnz"], r["parts"]) for r in rows])
     print(f"# {len(rows)} calls: measured / priced min {ratio.min():.2f}, median {np.median(ratio):.2f}, "
           f"90 % below {np.quantile(ratio, 0.9):.2f}, max {ratio.max():.2f}")
     a, b, c = fit(rows)
@@ -78,7 +80,8 @@ def summarize(rows: list[dict]) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    ap.add_argument("--from", dest="from_json", metavar="JSON", help="summarise the rows of a --json file")
+    ap.add_argument("--from", dest="from_json", metavar="JSON",
+                    help="summarise the rows of a --json file against the current prices")
     args = ap.parse_args(argv)
     if args.from_json:
         summarize(json.loads(Path(args.from_json).read_text()))
