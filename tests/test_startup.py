@@ -176,10 +176,17 @@ def test_auto_short_of_its_start_still_partitions_a_poor_given_order():
         "quick = 'numba' not in sys.modules\n"
         "ms = map_tasks(g, topo, method='multisection', preset='fast', backend='kahip', workers=1)\n"
         "print('RESULT', quick, m.deadline_hit, mapping_cost(g, topo, m.pe_of_task), mapping_cost(g, topo, ms.pe_of_task),"
-        " mapping_cost(g, topo, np.arange(256)))\n")
+        " mapping_cost(g, topo, np.arange(256)))\n"
+        "small = hierarchy_topology([4, 16, 2], [1, 10, 100])\n"  # many tasks per PE: the same, within L_max
+        "m = map_tasks(g, small, method='auto', eps=0.0, deadline=Deadline(0.95 * AUTO_FIRST_CALL))\n"
+        "given = map_tasks(g, small, method='identity', eps=0.0).pe_of_task\n"
+        "print('MANY', 'numba' not in sys.modules, np.bincount(m.pe_of_task).max(), mapping_cost(g, small, m.pe_of_task),"
+        " mapping_cost(g, small, given))\n")
     quick, hit, j, j_ms, j_given = out[out.index("RESULT"):].split()[1:6]
     assert quick == "True" and hit == "True"
     assert float(j) == float(j_ms) < 0.5 * float(j_given)
+    quick, load, j, j_given = out[out.index("MANY"):].split()[1:5]
+    assert quick == "True" and int(load) == 2 and float(j) < 0.5 * float(j_given)
 
 
 def test_auto_with_time_for_its_start_runs(data_dir):
