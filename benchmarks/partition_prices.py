@@ -6,10 +6,12 @@ price against the deadline before it (``construct/partition.py``); a price
 far below the real time lets a call run past the limit.  Instances: model
 graphs of Walshaw graphs (``quality_peers.py``'s set cut into 64-2048
 blocks: weighted, denser than the meshes) and the Walshaw graphs
-themselves (sparse meshes of 2k-45k vertices), each into 2-64 parts.  CPU
+themselves (sparse meshes of 2k-45k vertices), each into 2-64 parts, and
+2-D stencils of 2^16-2^20 tasks into 2, 32 and 64 parts.  CPU
 seconds of the call (the best of two seeds), its price, their ratio, and a
-least-squares fit of ``a (n + nnz)^b parts^c`` in log space: the form and
-constants ``partition_seconds`` uses.
+least-squares fit of ``a (n + nnz)^b parts^c`` in log space: the form
+``partition_seconds`` uses up to a few hundred thousand entries (beyond, a
+linear rate: the stencils).
 
     nice -n 10 python benchmarks/partition_prices.py --json prices.json
 """
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from quality_peers import DATA, read_metis  # noqa: E402
+from quality_scale import stencil_graph  # noqa: E402
 
 from rankmap.algorithms.construct.partition import partition_graph, partition_seconds  # noqa: E402
 from rankmap.modelgen import model_graph  # noqa: E402
@@ -37,6 +40,7 @@ from rankmap.modelgen import model_graph  # noqa: E402
 GRAPHS = ["add20", "data", "3elt", "uk", "add32", "bcsstk33", "whitaker3", "crack", "wing_nodal", "vibrobox",
           "bcsstk29", "kahip-examples/rgg_n_2_15_s0"]
 BLOCKS, PARTS = (64, 256, 1024, 2048), (2, 4, 16, 32, 64)
+STENCILS = (16, 18, 20)  # and 2-D stencils of 2^16-2^20 tasks (one seed: seconds a call)
 
 
 def timed_calls(label: str, graph, parts_list, seeds=(0, 1)) -> list[dict]:
@@ -59,8 +63,13 @@ def timed_calls(label: str, graph, parts_list, seeds=(0, 1)) -> list[dict]:
     return rows
 
 
+FIT_MAX_ENTRIES = 400_000  # the power law's range (beyond it partition_seconds' linear rate is larger)
+
+
 def fit(rows: list[dict]) -> tuple[float, float, float]:
-    """(a, b, c) of cpu = a (n + nnz)^b parts^c, least squares in log space."""
+    """(a, b, c) of cpu = a (n + nnz)^b parts^c, least squares in log space
+    over the calls up to FIT_MAX_ENTRIES."""
+    rows = [r for r in rows if r["n"] + r["nnz"] <= FIT_MAX_ENTRIES]
     x = np.array([[1.0, np.log(r["n"] + r["nnz"]), np.log(r["parts"])] for r in rows])
     y = np.log([max(r["cpu"], 1e-6) for r in rows])
     (la, b, c), *_ = np.linalg.lstsq(x, y, rcond=None)
@@ -74,7 +83,7 @@ def summarize(rows: list[dict]) -> None:
     print(f"# {len(rows)} calls: measured / priced min {ratio.min():.2f}, median {np.median(ratio):.2f}, "
           f"90 % below {np.quantile(ratio, 0.9):.2f}, max {ratio.max():.2f}")
     a, b, c = fit(rows)
-    print(f"# fit: cpu = {a:.3g} (n + nnz)^{b:.3f} parts^{c:.3f}")
+    print(f"# fit up to {FIT_MAX_ENTRIES} entries: cpu = {a:.3g} (n + nnz)^{b:.3f} parts^{c:.3f}")
 
 
 def main(argv=None) -> int:
@@ -98,6 +107,11 @@ def main(argv=None) -> int:
                 rows.append(r)
                 print(f"{label:22s} {r['n']:6d} {r['nnz']:7d} {r['parts']:5d} {r['cpu']:7.4f} {r['price']:7.4f} "
                       f"{r['cpu'] / r['price']:6.2f}", flush=True)
+    for log2n in STENCILS:
+        for r in timed_calls(f"stencil 2^{log2n}", stencil_graph(log2n), (2, 32, 64), seeds=(0,)):
+            rows.append(r)
+            print(f"{r['instance']:22s} {r['n']:6d} {r['nnz']:7d} {r['parts']:5d} {r['cpu']:7.4f} {r['price']:7.4f} "
+                  f"{r['cpu'] / r['price']:6.2f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     summarize(rows)

@@ -35,27 +35,34 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def one_size(log2n: int, auto_limit: float, workers: int, refine_pairs: int | None = None,
-             ms_levels: int | None = None, threads=(1,), auto: bool = True) -> dict:
+def stencil_graph(log2n: int):
+    """A 2-D periodic 5-point stencil of 2^log2n tasks, numbered in a random
+    order (scrambled task ids: the mapping has work to do)."""
     import numpy as np
     import scipy.sparse as sp
 
-    from rankmap.algorithms import map_tasks
-    from rankmap.algorithms.refine.swaps import refine_swaps
-    from rankmap.cost import mapping_cost
     from rankmap.graph import CommGraph
-    from rankmap.topology.hierarchy import hierarchy_topology
 
     rows, cols = 2 ** (log2n // 2), 2 ** (log2n - log2n // 2)
     idx = np.arange(rows * cols).reshape(rows, cols)
     src = np.concatenate([idx.ravel(), idx.ravel()])
     dst = np.concatenate([np.roll(idx, -1, 1).ravel(), np.roll(idx, -1, 0).ravel()])
     a = sp.coo_array((np.ones(src.size), (src, dst)), shape=(idx.size,) * 2)
-    g = CommGraph(a + a.T)
+    return CommGraph(a + a.T).subgraph(np.random.default_rng(0).permutation(idx.size))
+
+
+def one_size(log2n: int, auto_limit: float, workers: int, refine_pairs: int | None = None,
+             ms_levels: int | None = None, threads=(1,), auto: bool = True) -> dict:
+    import numpy as np
+
+    from rankmap.algorithms import map_tasks
+    from rankmap.algorithms.refine.swaps import refine_swaps
+    from rankmap.cost import mapping_cost
+    from rankmap.topology.hierarchy import hierarchy_topology
+
+    g = stencil_graph(log2n)
     n = g.n
     topo = hierarchy_topology([4, 16, n // 64], [1, 10, 100])
-    start = np.random.default_rng(0).permutation(n)  # scrambled task ids: the mapping has work to do
-    g = CommGraph(g.bytes[start][:, start])
     t = time.perf_counter()
     levels = {} if ms_levels is None else {"levels": ms_levels}
     pe = map_tasks(g, topo, method="multisection", preset="fast", **levels).pe_of_task

@@ -66,14 +66,17 @@ def partition_graph(adj: sp.csr_array, weights: np.ndarray, targets, eps: float,
     return _mtkahypar(adj, weights, targets, eps, preset, seed, threads, deterministic)
 
 
-# seconds of one partition_graph call, KaHIP fast: _PARTITION_SCALE (n + nnz)^_SIZE_POWER
-# parts^_PARTS_POWER, fitted to 288 calls (benchmarks/partition_prices.py: model graphs of 12
-# Walshaw graphs at 64-2048 blocks and the graphs themselves, into 2-64 parts, CPU seconds):
-# measured / priced 0.34-3.4, median 0.97, 90 % below 1.53.  The former rate per vertex and
-# edge, fitted to 2^17-task stencils alone, priced the model graphs 3-12x low, so the
-# multisection's deadline let calls run past it.  The other presets and Mt-KaHyPar
-# (1 thread) by their ratio to KaHIP fast in auto's work model
+# seconds of one partition_graph call, KaHIP fast: the larger of two fits, each on the
+# graphs it came from (benchmarks/partition_prices.py, CPU seconds).  Up to ~350k adjacency
+# entries (model graphs of 12 Walshaw graphs at 64-2048 blocks and the graphs themselves,
+# into 2-64 parts): _PARTITION_SCALE (n + nnz)^_SIZE_POWER parts^_PARTS_POWER (the linear
+# rate alone priced these 3-12x low, so the multisection's deadline let calls run past it);
+# beyond, on 2-D stencils of 2^16-2^20 tasks, the linear rate _PARTITION_RATE (n + nnz)
+# (1 + parts/64)^0.85, where the power law priced 2^20 into 2 parts 7x low.  Over all 297
+# calls measured / priced 0.20-2.9, median 0.89, 90 % below 1.47.  The other presets and
+# Mt-KaHyPar (1 thread) by their ratio to KaHIP fast in auto's work model
 _PARTITION_SCALE, _SIZE_POWER, _PARTS_POWER = 3.5e-5, 0.57, 0.62
+_PARTITION_RATE = 1e-6
 _PRESET_FACTOR = {("kahip", "fast"): 1.0, ("kahip", "eco"): 2.9, ("kahip", "strong"): 8.3,
                   ("mtkahypar", "fast"): 7.6, ("mtkahypar", "eco"): 7.6, ("mtkahypar", "strong"): 7.6}
 
@@ -98,7 +101,9 @@ def partition_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", pres
     if parts <= 1 or nnz == 0 or n <= parts:
         return 0.0
     factor = _PRESET_FACTOR.get((backend, preset), 8.3)
-    return _PARTITION_SCALE * factor * (n + nnz) ** _SIZE_POWER * parts ** _PARTS_POWER
+    size = n + nnz
+    return factor * max(_PARTITION_SCALE * size ** _SIZE_POWER * parts ** _PARTS_POWER,
+                        _PARTITION_RATE * size * (1 + parts / 64) ** 0.85)
 
 
 def _spread(weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
