@@ -162,3 +162,26 @@ def test_auto_with_workers_is_the_same_mapping(monkeypatch):
     many = hierarchy_topology([4, 4, 4], [1, 10, 100])
     a = map_tasks(g, many, method="auto", eps=0.03, seed=1, work_limit=0.5).pe_of_task
     assert np.array_equal(a, map_tasks(g, many, method="auto", eps=0.03, seed=1, work_limit=0.5, workers=2).pe_of_task)
+
+
+def test_the_better_of_the_first_start_and_the_given_order_is_refined_first(data_dir, monkeypatch):
+    """When the given order's J is below the first start's (a model whose
+    tasks are numbered by a recursive bisection), its refinement goes first:
+    the one the budget always pays for and a deadline cuts last."""
+    from rankmap.algorithms.portfolio import one_to_one
+    from rankmap.formats import read_graph
+    from rankmap.modelgen import model_graph
+
+    g = model_graph(read_graph(str(data_dir / "graphs/3elt.graph")), 512, seed=0)
+    topo = hierarchy_topology([4, 16, 8], [1, 10, 100])
+    given = mapping_cost(g, topo, np.arange(g.n))
+    first = map_tasks(g, topo, method="multisection", preset="fast", backend="kahip", seed=0).pe_of_task
+    assert mapping_cost(g, topo, first) > given
+    refined, original = [], one_to_one._refine_start
+    monkeypatch.setattr(one_to_one, "_refine_start",
+                        lambda graph, topology, pe, *a: refined.append(np.array(pe)) or original(graph, topology, pe, *a))
+    for limit in (0.07, 1.0):  # the first start alone planned; both planned
+        refined.clear()
+        map_tasks(g, topo, method="auto", work_limit=limit)
+        assert np.array_equal(refined[0], np.arange(g.n))
+        assert len(refined) == 1 or np.array_equal(refined[1], first)

@@ -52,7 +52,9 @@ every start, refinement slice and kick checks it, and when it cuts, the best
 mapping so far is returned.  A later start whose estimated seconds, scaled by
 how much slower than the model this run has been so far (``slowness``),
 would end after the deadline is skipped (a partitioning call cannot be
-cut); the first one runs and is cut inside.  The given order is always a candidate
+cut); the first one runs and is cut inside.  Where the given order's J is below
+the first start's, the given order is refined first and the first start
+takes its place in the plan.  The given order is always a candidate
 (unrefined when the budget leaves no room), so auto never returns a higher
 J than it.  This is one-to-one mapping; many tasks per PE (``eps`` or more
 tasks than PEs) go to ``auto_many``, a portfolio of its own.  On a mesh or
@@ -345,9 +347,13 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
     spent, idle, repeats, tried = 0.0, 0, 0, 0
     began, spent_then = time.monotonic(), 0.0  # the pace is measured from the second start on
     starts, _ = plan(graph, topology, time_limit, seed)
+    given_later = any(name == "identity" for name, _, _ in starts[1:])
+    deferred = None  # the first start's unrefined mapping, when the given order was refined in its place
     for name, opts, cost in starts:
         if deadline.expired():
             break
+        if name == "identity" and deferred is not None:  # the given order went first: the first start's turn
+            name = "deferred"
         if tried and spent + cost + refine > _start_budget(budget, tried):
             continue  # the counted work left no room: a cheaper later one still may fit
         opts = dict(opts)
@@ -366,7 +372,14 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
         if opts.get("start") == "best":  # V-cycles on the best mapping so far
             opts["start"] = best_pe
         spent += cost
-        pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, deadline=deadline, **opts))
+        if name == "deferred":
+            pe = deferred
+        else:
+            pe = np.asarray(METHODS[name].fn(graph, topology, seed=run_seed, deadline=deadline, **opts))
+        if not tried and name != "identity" and mapping_cost(graph, topology, pe) > best_j:
+            # the given order is the better start: refine it first (the refinement the budget always
+            # pays for, and the one a deadline cuts last), the first start in the given order's place
+            deferred, pe = (pe if given_later else None), np.arange(graph.n, dtype=np.int64)
         # the first start gets at least about one refinement pass, whatever the budget
         floor = refine / _REFINE_PASSES if not tried else 0.0
         tried += 1
