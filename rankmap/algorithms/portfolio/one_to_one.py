@@ -117,8 +117,9 @@ REBISECT_PRESET, REBISECT_SEEDS = "eco", 3  # ... each by KaHIP eco with this ma
 _REBISECT_SCALE = {"fast": 2.0, "eco": 2.0, "strong": 5.0}  # one pair took this many times the
                        # multisection terms below (cpu, as a ratio to KaHIP fast timed in the same runs, 8 models
                        # of 128-1024 tasks, load 5-11: eco 1.6-2.8, strong 4.1-6.1); with the refinement capped
-                       # (_rebisect_scans) auto's eco pass took 0.45 x its price on add32/256 and uk/256, 1.2-1.3 x
-                       # on add20, data, 3elt /2048 (cpu, load 1; uncapped on add20/2048 7 x)
+                       # (_rebisect_scans) auto's eco pass took 0.6-1.05 x its price on add32/256 and uk/256,
+                       # 1.2-2.0 x on add20, data, 3elt /2048, where auto's kicks took 1.7-2.3 x theirs (cpu, load 1,
+                       # 3 runs; uncapped 7 x on add20/2048)
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
 
@@ -210,19 +211,19 @@ def _bisection_cost(graph, topology, preset: str) -> float | None:
 
 def _rebisect_scans(graph, topology, preset: str) -> int:
     """Task scans the swap refinement of a re-bisected pair may make per
-    orientation: what its bisection is priced at, at least one per task of
-    the pair.  Uncapped, a scan that swaps wakes its neighbours' tasks, and
-    beyond N2_MAX_TASKS (where the mapping is swap-optimal only in N_C^10)
-    that cascaded through the whole mapping: 7-14 scans per task of the
-    pair on add20/2048, 2.0 s cpu for 0.18 s priced.  On 256 tasks a scan
-    is cheap, the cap above any refinement seen (at most 353 scans of a
-    pair's 128 tasks on add32/256 and uk/256: the re-bisection's gains
-    there are kept)."""
+    orientation: the two orientations together what its bisection is
+    priced at, at least one scan per task of the pair.  Uncapped, a scan
+    that swaps wakes its neighbours' tasks, and beyond N2_MAX_TASKS (where
+    the mapping is swap-optimal only in N_C^10) that cascaded through the
+    whole mapping: 7-14 scans per task of the pair on add20/2048, 2.0 s cpu
+    for 0.18 s priced.  On 256 tasks a scan is cheap, and the cap is above
+    any refinement seen (at most 353 scans of a pair's 128 tasks on
+    add32/256 and uk/256: the re-bisection's gains there are kept)."""
     bisection = _bisection_cost(graph, topology, preset)
     if bisection is None:
         return 0
     pair_tasks = 2 * top_subtree_size(topology)
-    return max(pair_tasks, int(np.ceil(bisection / _scan_seconds(graph, topology))))
+    return max(pair_tasks, int(np.ceil(bisection / (2 * _scan_seconds(graph, topology)))))
 
 
 def _steiner_cost(graph, topology) -> float:
