@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.portfolio.one_to_one import (DEFAULT_EFFORT, N2_MAX_TASKS, budget_of, budget_seconds,
+from rankmap.algorithms.portfolio.one_to_one import (DEFAULT_EFFORT, N2_MAX_TASKS, REBISECT_PRESET, REBISECT_SEEDS,
+                                                     _rebisect_pair_cost, _scan_seconds, budget_of, budget_seconds,
                                                      iterated_search, kick, plan, rebisect_heaviest)
+from rankmap.algorithms.refine import rebisect
 from rankmap.algorithms.refine.swaps import refine_around, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
 from rankmap.deadline import Deadline
@@ -98,6 +100,30 @@ def test_the_heaviest_node_pair_is_rebisected_even_when_the_budget_pays_for_none
     assert np.array_equal(same, best) and j_same == j_best  # nothing to gain: unchanged
     flat = hierarchy_topology([4, 16, 1], [1, 10, 100])  # one node: no pairs, no work
     assert rebisect_heaviest(g, flat, start, 1.0, 10.0, 0, Deadline.of(None))[2] == 0.0
+
+
+def test_the_node_pair_rebisection_keeps_to_its_price(monkeypatch):
+    # beyond N2_MAX_TASKS the swap refinement after a new split woke the neighbours of every swap it made
+    # and ran on through the whole mapping: here 7,860 task scans for a pair of 128 tasks, 2.0 s cpu where
+    # the price said 0.18 s on add20/2048; the scans counted must fit in the price the pass was given
+    g = grid_graph(32, 64)
+    topo = hierarchy_topology([4, 16, 32], [1, 10, 100])
+    assert g.n > N2_MAX_TASKS
+    start = np.random.default_rng(0).permutation(g.n)
+    scans = []
+
+    def counted(*args, **kw):
+        out = refine_around(*args, **kw)
+        scans.append(out[1])
+        return out
+
+    monkeypatch.setattr(rebisect, "refine_around", counted)
+    one_pair = _rebisect_pair_cost(g, topo, REBISECT_PRESET) * REBISECT_SEEDS
+    j_start = mapping_cost(g, topo, start)
+    pe, j, work = rebisect_heaviest(g, topo, start, j_start, one_pair, 0, Deadline.of(None))
+    assert len(scans) == 2 * REBISECT_SEEDS  # one pair: both orientations of every seed
+    assert sum(scans) * _scan_seconds(g, topo) <= work == pytest.approx(one_pair)
+    assert j == mapping_cost(g, topo, pe) < j_start and np.array_equal(np.sort(pe), np.arange(g.n))
 
 
 def test_auto_finds_planted_optimum_and_maps_many_to_one():

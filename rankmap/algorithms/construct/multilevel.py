@@ -297,13 +297,15 @@ def vcycle(graph: CommGraph, topology: Topology, pe_of_task, *, seed: int = 0, e
 
 def multilevel_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=None, start="multisection",
                    cycles: int = MAX_CYCLES, preset: str = "fast", rebisect: str | None = None,
-                   max_pairs: int | None = None, deadline: Deadline | None = None) -> np.ndarray:
+                   max_pairs: int | None = None, max_scans: int | None = None,
+                   deadline: Deadline | None = None) -> np.ndarray:
     """A start (``"multisection"`` of the tasks, ``"coarsest"``: the
     construction above, or a mapping), then V-cycles while J drops and the
     ``deadline`` allows; with ``rebisect`` (a KaHIP preset) then the
     re-bisection of top-level subtree pairs (``refine/rebisect.py``, at most
-    ``max_pairs``) and, when it gained, V-cycles again.  Never returns a
-    higher J than the start."""
+    ``max_pairs``, each split's refinement at most ``max_scans`` task
+    scans) and, when it gained, V-cycles again.  Never returns a higher J
+    than the start."""
     deadline = Deadline.of(deadline)
     if isinstance(start, str) and start == "coarsest":
         pe = construct(graph, topology, seed=seed, eps=eps, preset=preset, deadline=deadline)
@@ -317,7 +319,7 @@ def multilevel_map(graph: CommGraph, topology: Topology, *, seed: int = 0, eps=N
     pe, j = _vcycles(graph, topology, pe, mapping_cost(graph, topology, pe), seed, eps, int(cycles), deadline)
     if rebisect and not deadline.expired():
         cand = rebisect_pairs(graph, topology, pe, preset=rebisect, seed=seed, max_pairs=max_pairs,
-                              deadline=deadline)
+                              max_scans=max_scans, deadline=deadline)
         cj = mapping_cost(graph, topology, cand)
         if cj < j * (1 - 1e-9):
             pe, j = _vcycles(graph, topology, cand, cj, seed + 1, eps, int(cycles), deadline)
@@ -341,11 +343,12 @@ def _vcycles(graph, topology, pe, j: float, seed: int, eps, cycles: int, deadlin
                         "coarsening inside the subtrees of the current mapping, J-aware swaps and moves at "
                         "every level, while J drops (options: start=multisection|coarsest, cycles=N, "
                         "preset=fast|eco|strong, rebisect=fast|eco|strong: then KaHIP re-bisects pairs "
-                        "of top-level subtrees, max_pairs=N)")
+                        "of top-level subtrees, max_pairs=N, max_scans=N: task scans per split's refinement)")
 def multilevel(graph, topology, *, seed=0, eps=None, start="multisection", cycles=MAX_CYCLES, preset="fast",
-               rebisect=None, max_pairs=None, deadline=None, **_):
+               rebisect=None, max_pairs=None, max_scans=None, deadline=None, **_):
     if rebisect is not None and str(rebisect) not in ("fast", "eco", "strong"):
         raise ValueError(f"option rebisect={rebisect!r}: expected fast, eco or strong")
     return multilevel_map(graph, topology, seed=seed, eps=eps, start=start, cycles=int(cycles),
                           preset=str(preset), rebisect=None if rebisect is None else str(rebisect),
-                          max_pairs=None if max_pairs is None else int(max_pairs), deadline=deadline)
+                          max_pairs=None if max_pairs is None else int(max_pairs),
+                          max_scans=None if max_scans is None else int(max_scans), deadline=deadline)

@@ -118,7 +118,10 @@ REBISECT_PRESET, REBISECT_SEEDS = "eco", 3  # ... each by KaHIP eco with this ma
                                             # add32/256 and uk/256 at a third of its time)
 _REBISECT_SCALE = {"fast": 2.0, "eco": 2.0, "strong": 5.0}  # one pair took this many times the
                        # multisection terms below (cpu, as a ratio to KaHIP fast timed in the same runs, 8 models
-                       # of 128-1024 tasks, load 5-11: eco 1.6-2.8, strong 4.1-6.1; at 2048 tasks 16-20 x)
+                       # of 128-1024 tasks, load 5-11: eco 1.6-2.8, strong 4.1-6.1); with the refinement capped
+                       # (_rebisect_scans) auto's eco pass took 0.6-1.05 x its price on add32/256 and uk/256,
+                       # 1.2-2.0 x on add20, data, 3elt /2048, where auto's kicks took 1.7-2.3 x theirs (cpu, load 1,
+                       # 3 runs; uncapped 7 x on add20/2048)
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
 
@@ -187,15 +190,42 @@ def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
 def _rebisect_pair_cost(graph, topology, preset: str = "strong") -> float | None:
     """Estimated seconds of re-bisecting one pair of top-level subtrees
     (``refine/rebisect.py``, one seed): KaHIP ``preset`` on the pair's tasks
-    and its share of the edges, then a scan of each of its tasks in both
-    orientations; None when the tree has no such pairs."""
+    and its share of the edges, then in both orientations the swap
+    refinement around the pair's tasks, capped at ``_rebisect_scans``; None
+    when the tree has no such pairs."""
+    bisection = _bisection_cost(graph, topology, preset)
+    if bisection is None:
+        return None
+    scans = 2 * _rebisect_scans(graph, topology, preset) * _scan_seconds(graph, topology)
+    return _REBISECT_SCALE[preset] * (bisection + scans)
+
+
+def _bisection_cost(graph, topology, preset: str) -> float | None:
+    """Estimated seconds of KaHIP ``preset`` bisecting the tasks of a pair of
+    top-level subtrees; None when the tree has no such pairs."""
     size = top_subtree_size(topology)
     if size is None or graph.n > topology.n_pes:
         return None
     key = ("kahip", preset)
     edges = 2 * graph.symmetric.nnz * size / topology.n_pes
-    return _REBISECT_SCALE[preset] * (_PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]
-                                      + 4 * size * _scan_seconds(graph, topology))
+    return _PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]
+
+
+def _rebisect_scans(graph, topology, preset: str) -> int:
+    """Task scans the swap refinement of a re-bisected pair may make per
+    orientation: the two orientations together what its bisection is
+    priced at, at least one scan per task of the pair.  Uncapped, a scan
+    that swaps wakes its neighbours' tasks, and beyond N2_MAX_TASKS (where
+    the mapping is swap-optimal only in N_C^10) that cascaded through the
+    whole mapping: 7-14 scans per task of the pair on add20/2048, 2.0 s cpu
+    for 0.18 s priced.  On 256 tasks a scan is cheap, and the cap is above
+    any refinement seen (at most 353 scans of a pair's 128 tasks on
+    add32/256 and uk/256: the re-bisection's gains there are kept)."""
+    bisection = _bisection_cost(graph, topology, preset)
+    if bisection is None:
+        return 0
+    pair_tasks = 2 * top_subtree_size(topology)
+    return max(pair_tasks, int(np.ceil(bisection / (2 * _scan_seconds(graph, topology)))))
 
 
 def _steiner_cost(graph, topology) -> float:
@@ -234,7 +264,8 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> l
     runs = [eco if eco_first else ms("kahip", "fast", seed), top_split(graph, topology, seed),
             ("identity", {"seed": seed}, 0.0), ("multilevel", {"seed": seed, "start": "best"}, multilevel_cost)]
     if _rebisect_pair_cost(graph, topology) is not None:  # priced with one pair: auto gives it what fits
-        runs.append(("multilevel", {"seed": seed, "start": "best", "rebisect": "strong"},
+        runs.append(("multilevel", {"seed": seed, "start": "best", "rebisect": "strong",
+                                    "max_scans": _rebisect_scans(graph, topology, "strong")},
                      multilevel_cost / _ML_CYCLES + _rebisect_pair_cost(graph, topology)))
     runs += [ms("mtkahypar", "fast", seed)] + ([] if eco_first else [eco]) + [
             ms("mtkahypar", "fast", seed + 1), ms("mtkahypar", "eco", seed, True),
@@ -443,7 +474,8 @@ def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed
     if pairs < 1 or not deadline.allows(pair):  # a KaHIP call cannot be cut: the first pair must fit
         return pe_of_task, j, 0.0
     pe = rebisect_pairs(graph, topology, pe_of_task, preset=REBISECT_PRESET, seed=seed, seeds=REBISECT_SEEDS,
-                        max_pairs=pairs, deadline=deadline)
+                        max_pairs=pairs, max_scans=_rebisect_scans(graph, topology, REBISECT_PRESET),
+                        deadline=deadline)
     cj = mapping_cost(graph, topology, pe)
     return (pe, cj, pairs * pair) if cj < j else (pe_of_task, j, pairs * pair)
 

@@ -71,12 +71,13 @@ def _exact_split(adj: sp.csr_array, part: np.ndarray, count_b: int) -> np.ndarra
 
 def rebisect_pairs(graph: CommGraph, topology: Topology, pe_of_task, *, preset: str = "strong", seed: int = 0,
                    seeds: int = 1, eps: float = SLACK, max_pairs: int | None = None,
-                   deadline: Deadline | None = None) -> np.ndarray:
+                   max_scans: int | None = None, deadline: Deadline | None = None) -> np.ndarray:
     """Re-bisect the tasks of the top-level subtree pairs (heaviest traffic
     first, at most ``max_pairs``) with KaHIP ``preset`` and imbalance
     ``eps``, ``seeds`` seeds from ``seed``, both orientations, and keep a
-    split when J after a swap refinement around the pair's tasks drops;
-    never returns a higher J than ``pe_of_task``."""
+    split when J after a swap refinement around the pair's tasks (at most
+    ``max_scans`` task scans per orientation) drops; never returns a higher
+    J than ``pe_of_task``."""
     from ..construct.multilevel import _place_in_leaves
 
     deadline = Deadline.of(deadline)
@@ -105,7 +106,8 @@ def rebisect_pairs(graph: CommGraph, topology: Topology, pe_of_task, *, preset: 
                 leaf = base // size
                 leaf[union] = np.where(part == 1, b, a)
                 cand = _place_in_leaves(leaf, size, topology.n_pes, base)
-                cand, _, cj = refine_around(graph, topology, cand, union, seed=s, deadline=deadline)
+                cand, _, cj = refine_around(graph, topology, cand, union, seed=s, max_scans=max_scans,
+                                             deadline=deadline)
                 if cj < j * (1 - 1e-12):
                     pe, j = cand, cj
     return pe
