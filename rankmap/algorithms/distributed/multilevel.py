@@ -21,7 +21,8 @@ need many rounds and cannot move a whole group of tasks to another node
      (optionally FM between pairs of sibling groups, ``pairs.PairExchange``);
      members inherit their cluster's group; on the task level each group
      lays its tasks on its PEs, ordered by the clusters of every level
-     around them, then sets of up to eight sibling groups are mapped again
+     around them, then sets of up to eight sibling groups (or of their
+     ancestors where groups come few per parent: ``set_depth``) are mapped again
      by ``auto`` on one owner each (``pairs.SetRemap``: which tasks share a
      node, where a coarse graph of a few clusters per group packs poorly),
      round after round while they gain and the round budget lasts;
