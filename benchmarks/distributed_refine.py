@@ -458,7 +458,7 @@ def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dic
     wall, cpu = time.perf_counter() - t, cpu_seconds() - cpu
     return dict(graph=graph, pe=pe, J_start=mapping_cost(graph, topo, start), J=mapping_cost(graph, topo, pe),
                 rounds=res.rounds, lp=res.coarsening_rounds, swap_rounds=res.refine.rounds,
-                moves=len(res.group_moves), pairs=res.pair_rounds, sets=len(res.set_gains),
+                moves=len(res.group_moves), pairs=res.pair_rounds, sets=len(res.set_gains), set_gains=res.set_gains,
                 levels=res.level_sizes, J_projected=res.J_projected, wall=wall, cpu=cpu)
 
 
@@ -491,6 +491,7 @@ def simulate(args) -> list[dict]:
                     row = dict(instance=kind, P=p, start=start_name, coarse_max=cmax,
                                levels=r["levels"], lp_rounds=r["lp"], swap_rounds=r["swap_rounds"],
                                move_rounds=r["moves"], pair_rounds=r["pairs"], set_rounds=r["sets"],
+                               set_gains=r["set_gains"],
                                rounds=r["rounds"], J_start=r["J_start"], J=r["J"],
                                J_projected=r["J_projected"], J_auto=j_auto, wall_s=r["wall"], cpu_s=r["cpu"],
                                auto_s=t_auto, load=os.getloadavg()[0])

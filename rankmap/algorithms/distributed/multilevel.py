@@ -151,8 +151,10 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
                deadline: Deadline | None = None):
     """On one owner: map the gathered coarse graph (records: kind 0 = vertex
     (id, weight), kind 1 = edge (id, id, bytes)) onto the groups at
-    ``depth`` (None: the graph is the tasks', mapped one-to-one onto PEs).  Returns ((coarse vertex ids, their groups, the ``Groups``,
-    the ``Groups`` the set rounds join: ``set_depth``), for every owner the packed labels of its block of PEs).  ``time_limit``
+    ``depth`` (None: the graph is the tasks', mapped one-to-one onto PEs).
+    Returns ((coarse vertex ids, their groups, the ``Groups``, the
+    ``Groups`` the set rounds join: ``set_depth``), for every owner the
+    packed labels of its block of PEs).  ``time_limit``
     is auto's counted budget (``work_limit``): the same coarse mapping
     whatever the machine or the number of owners, unless the call's
     ``deadline`` cuts it (then ``deadline.hit``, as in every stage)."""
