@@ -440,6 +440,12 @@ def sim_instance(kind: str, p: int):
     return stencil((rows, p // rows), [100.0]), machine(p)
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (the partitioners' worker processes)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dict:
     from rankmap import mapping_cost
     from rankmap.algorithms.distributed.multilevel import multilevel_map
@@ -447,13 +453,13 @@ def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dic
     if start_name == "random":
         graph = renamed(graph, np.random.default_rng(0).permutation(graph.n))
     start = np.arange(graph.n)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), cpu_seconds()
     pe, res = multilevel_map(graph, topo, start, coarse_max=coarse_max, replicas=replicas)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, cpu_seconds() - cpu
     return dict(graph=graph, pe=pe, J_start=mapping_cost(graph, topo, start), J=mapping_cost(graph, topo, pe),
                 rounds=res.rounds, lp=res.coarsening_rounds, swap_rounds=res.refine.rounds,
-                moves=len(res.group_moves), pairs=res.pair_rounds, sets=len(res.set_gains),
-                levels=res.level_sizes, J_projected=res.J_projected, wall=wall)
+                moves=len(res.group_moves), pairs=res.pair_rounds, sets=len(res.set_gains), set_gains=res.set_gains,
+                levels=res.level_sizes, J_projected=res.J_projected, wall=wall, cpu=cpu)
 
 
 def simulate(args) -> list[dict]:
@@ -485,15 +491,16 @@ def simulate(args) -> list[dict]:
                     row = dict(instance=kind, P=p, start=start_name, coarse_max=cmax,
                                levels=r["levels"], lp_rounds=r["lp"], swap_rounds=r["swap_rounds"],
                                move_rounds=r["moves"], pair_rounds=r["pairs"], set_rounds=r["sets"],
+                               set_gains=r["set_gains"],
                                rounds=r["rounds"], J_start=r["J_start"], J=r["J"],
-                               J_projected=r["J_projected"], J_auto=j_auto, wall_s=r["wall"],
+                               J_projected=r["J_projected"], J_auto=j_auto, wall_s=r["wall"], cpu_s=r["cpu"],
                                auto_s=t_auto, load=os.getloadavg()[0])
                     out.append(row)
                     print(f"{kind:10s}{p:7d}{start_name:>8s}{cmax:11d}  "
                           f"{'>'.join(map(str, r['levels'])):28s}{'+'.join(map(str, r['lp'])) or '-':>10s}"
                           f"{r['moves']:3d}+{sum(r['pairs'])}+{r['sets']}+{r['swap_rounds']:<3d}{r['rounds']:5d}"
                           f"{r['J'] / r['J_start']:9.4f}"
-                          f"{r['J'] / j_auto:8.4f}{r['wall']:7.1f}{t_auto:7.1f}", flush=True)
+                          f"{r['J'] / j_auto:8.4f}{r['wall']:7.1f}{t_auto:7.1f}  cpu {r['cpu']:.0f} s", flush=True)
                     if args.sim_json:
                         Path(args.sim_json).write_text(json.dumps(out, indent=1))
     sim_summary(out)
@@ -591,7 +598,7 @@ def thousand(args) -> list[dict]:
                             J_auto=j_auto, wall_s=r["wall"], auto_s=t_auto))
             print(f"{name:18s}{start_name:>8s}{r['J_start']:12.4g}{r['J'] / r['J_start']:11.4f}{r['rounds']:7d}"
                   f"{j_rounds / r['J_start']:12.4f}{rres.rounds:7d}{j_auto / r['J_start']:9.4f}"
-                  f"{r['J'] / j_auto:8.4f}{r['wall']:7.1f}{t_auto:7.1f}", flush=True)
+                  f"{r['J'] / j_auto:8.4f}{r['wall']:7.1f}{t_auto:7.1f}  cpu {r['cpu']:.0f} s", flush=True)
     print("(J columns: / J start; ml/auto: multilevel / centralised auto, target <= 1.05 from the block "
           f"order); load average {os.getloadavg()[0]:.2f}")
     return out

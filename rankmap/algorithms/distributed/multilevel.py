@@ -21,7 +21,8 @@ need many rounds and cannot move a whole group of tasks to another node
      (optionally FM between pairs of sibling groups, ``pairs.PairExchange``);
      members inherit their cluster's group; on the task level each group
      lays its tasks on its PEs, ordered by the clusters of every level
-     around them, then sets of up to eight sibling groups are mapped again
+     around them, then sets of up to eight sibling groups (or of their
+     ancestors where groups come few per parent: ``set_depth``) are mapped again
      by ``auto`` on one owner each (``pairs.SetRemap``: which tasks share a
      node, where a coarse graph of a few clusters per group packs poorly),
      round after round while they gain and the round budget lasts;
@@ -125,12 +126,35 @@ def machine_groups(topology: Topology, depth: int) -> tuple[Topology, np.ndarray
     return Topo(nodes[0]), t.leaf_start[groups], t.leaf_stop[groups], t.parent[groups]
 
 
+def set_depth(topology: Topology, depth: int, set_size: int) -> int:
+    """The depth of the groups the set rounds join (``pairs.SetRemap``):
+    the groups at ``depth``, or their ancestors while a parent has fewer
+    than ``set_size`` children (on 24:2:k with sockets as the coarse groups,
+    a set of sibling sockets is one node and never changes which tasks
+    share a node; sets of sibling nodes do)."""
+    while depth > 1:
+        parent = machine_groups(topology, depth)[3]
+        if np.bincount(parent).max() >= set_size:
+            break
+        depth -= 1
+    return depth
+
+
+def groups_at(topology: Topology, depth: int, anc: np.ndarray, dist: np.ndarray) -> Groups:
+    """The ``Groups`` of the machine cut at ``depth`` (``anc``, ``dist``: the labels of all PEs)."""
+    _, start, stop, parent = machine_groups(topology, depth)
+    return Groups(start, stop, anc[start], dist[start], topology.n_pes, parent)
+
+
 def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: int, *,
-               seed: int = 0, time_limit: float = COARSE_TIME_LIMIT, deadline: Deadline | None = None):
+               seed: int = 0, time_limit: float = COARSE_TIME_LIMIT, set_size: int = SET_SIZE,
+               deadline: Deadline | None = None):
     """On one owner: map the gathered coarse graph (records: kind 0 = vertex
     (id, weight), kind 1 = edge (id, id, bytes)) onto the groups at
-    ``depth`` (None: the graph is the tasks', mapped one-to-one onto PEs).  Returns ((coarse vertex ids, their groups, the ``Groups``),
-    for every owner the packed labels of its block of PEs).  ``time_limit``
+    ``depth`` (None: the graph is the tasks', mapped one-to-one onto PEs).
+    Returns ((coarse vertex ids, their groups, the ``Groups``, the
+    ``Groups`` the set rounds join: ``set_depth``), for every owner the
+    packed labels of its block of PEs).  ``time_limit``
     is auto's counted budget (``work_limit``): the same coarse mapping
     whatever the machine or the number of owners, unless the call's
     ``deadline`` cuts it (then ``deadline.hit``, as in every stage)."""
@@ -169,9 +193,10 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
     all_pes = np.arange(topology.n_pes)
     anc, dist = pe_labels(topology, all_pes)
     groups = Groups(start, stop, anc[start], dist[start], topology.n_pes, parent)
+    units = groups if depth is None else groups_at(topology, set_depth(topology, depth, set_size), anc, dist)
     packed = Labels(all_pes, anc, dist).pack()
     blocks = [packed[block_tasks(r, topology.n_pes, n_owners)] for r in range(n_owners)]
-    return (ids, group_of, groups), blocks
+    return (ids, group_of, groups, units), blocks
 
 
 # ------------------------------------------------------------ the driver
@@ -275,7 +300,7 @@ class Multilevel(OwnerProtocol):
         set_gains = []
         set_rounds = min(self.set_rounds, share - len(got)) if contractions else 0
         if set_rounds > 0:
-            sets = SetRemap(self.rows, labels, self.groups, self.ex, seed=self.seed,
+            sets = SetRemap(self.rows, labels, self.set_groups, self.ex, seed=self.seed,
                             set_size=self.set_size, time_limit=self.set_time_limit)
             set_gains = sets.run(set_rounds, self.deadline)
             used += len(set_gains)
@@ -305,8 +330,9 @@ class Multilevel(OwnerProtocol):
         rec = self._local(records)
         self._allreduce([0])
         fn = lambda got: map_coarse(got, self.topology, depth, self.ex.size, seed=self.seed,  # noqa: E731
-                                    time_limit=self.coarse_time_limit, deadline=self.deadline)
-        (ids, group_of, self.groups), self.pe_labels = self.ex.central(rec, fn)
+                                    time_limit=self.coarse_time_limit, set_size=self.set_size,
+                                    deadline=self.deadline)
+        (ids, group_of, self.groups, self.set_groups), self.pe_labels = self.ex.central(rec, fn)
         return group_of[np.searchsorted(ids, rows.tasks)], rows.tasks[:, None].copy()
 
     def _project(self, con, group, key):
