@@ -80,6 +80,16 @@ class Deadline:
         return f"Deadline(remaining={self.remaining():.3f}s, hit={self.hit})"
 
 
+def slowness(began: float, spent: float) -> float:
+    """How many times slower than its price a run has been (wall seconds
+    since ``began`` over the priced seconds ``spent`` since then), at least
+    1: what turns a price into wall time on a loaded machine.  Callers
+    start measuring after the process's one-off costs, or price them."""
+    if spent < 1e-3:
+        return 1.0
+    return max(1.0, (time.monotonic() - began) / spent)
+
+
 def process_start() -> float | None:
     """When this process started, on the ``time.monotonic`` clock, or None
     where that cannot be read (then a command counts from its entry point).

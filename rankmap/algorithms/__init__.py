@@ -17,7 +17,7 @@ import numpy as np
 
 if TYPE_CHECKING:  # annotations only: importing one module here must not load scipy
     from ..graph import CommGraph
-from ..deadline import Deadline
+from ..deadline import Deadline, slowness
 from ..mapping import Mapping, validate_mapping
 from ..topology import Topology
 
@@ -238,7 +238,7 @@ def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
         return given
     began = time.monotonic()
     multisection = METHODS["multisection"].fn  # the import, unless loaded
-    slow = 1.0 if loaded else max(1.0, (time.monotonic() - began) / QUICK_START_IMPORT)
+    slow = 1.0 if loaded else slowness(began, QUICK_START_IMPORT)
     left = deadline.remaining() - _tail_seconds(graph)
     inner = deadline.sooner(deadline.remaining() - left / slow)
     try:

@@ -37,10 +37,10 @@ import time
 import numpy as np
 
 from ...cost import mapping_cost
-from ...deadline import Deadline
+from ...deadline import Deadline, slowness
 from ...mapping import DEFAULT_EPS, validate_mapping
 from .. import METHODS
-from .one_to_one import _first_use, _refine_cost, _refine_depth, budget_seconds, slowness
+from .one_to_one import _first_use, _refine_cost, _refine_depth, budget_seconds
 from ..refine.moves import move_refine
 from ..construct.multisection import multisection_map
 from ..refine.swaps import swap_refine

@@ -68,7 +68,7 @@ import time
 import numpy as np
 
 from ...cost import mapping_cost
-from ...deadline import Deadline
+from ...deadline import Deadline, slowness
 from ...topology import Topology
 from .. import METHODS, register
 from ..refine.cycles import cycle_refine
@@ -442,17 +442,6 @@ def _first_use(opts: dict) -> float:
     from ..construct.partition import MTKAHYPAR_START, mtkahypar_started
 
     return MTKAHYPAR_START if opts.get("backend") in ("mtkahypar", "both") and not mtkahypar_started() else 0.0
-
-
-def slowness(began: float, spent: float) -> float:
-    """How many times slower than the work model this run has been (wall
-    seconds since ``began`` over the model seconds ``spent`` since then), at
-    least 1: what turns an estimate into wall time on a loaded machine.
-    Callers start measuring after their first start, which pays the
-    process's one-off costs."""
-    if spent < 1e-3:
-        return 1.0
-    return max(1.0, (time.monotonic() - began) / spent)
 
 
 def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed: int, deadline: Deadline):
