@@ -73,6 +73,28 @@ def test_one_coarse_level_on_sockets_still_remaps_nodes():
     assert rankmap.mapping_cost(g, topo, pe) < 1.05 * rankmap.mapping_cost(g, topo, auto)
 
 
+def test_sets_in_worker_processes_give_the_same_result(monkeypatch):
+    """The sets of a round solved in two processes (as the serial
+    simulation does on a machine of many cores) give the serial result."""
+    from rankmap.algorithms.distributed import pairs
+
+    pools = []
+
+    def counted(workers, preload):
+        pools.append(workers)
+        return pairs_pool(workers, preload)
+
+    pairs_pool = pairs.fork_server_pool
+    monkeypatch.setattr(pairs, "fork_server_pool", counted)
+    g = stencil3d(6)
+    topo = rankmap.topology_from_strings("24:2:5", "4:20:100")
+    serial, res = multilevel_map(g, topo, coarse_max=100, set_size=2, workers=1)
+    assert pools == [] and res.set_gains and res.set_gains[0] > 0
+    parallel, res2 = multilevel_map(g, topo, coarse_max=100, set_size=2, workers=2)
+    assert pools == [2]  # one pool for all the set rounds
+    assert np.array_equal(parallel, serial) and res2.set_gains == res.set_gains
+
+
 def test_coarsening_respects_the_cap_and_keeps_every_byte():
     g = stencil3d(6)
     n = g.n

@@ -31,9 +31,6 @@ result is always a valid mapping.
 
 from __future__ import annotations
 
-import sys
-import types
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +41,7 @@ from ...graph import CommGraph
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
 from .. import register
+from ..pool import fork_server_pool, without_main
 from .partition import BACKENDS, mtkahypar_map, partition_graph, partition_seconds, repair_balance, steiner_seconds
 
 
@@ -184,7 +182,7 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     elif frontier:  # the independent subtrees, each multisected whole by a worker
         jobs = [(node, graph.symmetric[tasks][:, tasks], w[tasks], deadline) for node, tasks in frontier]
         with _worker_pool(workers, setting) as pool:
-            with _without_main():  # map submits every job, so starts every process, here
+            with without_main():  # map submits every job, so starts every process, here
                 results = pool.map(_subtree_job, jobs, chunksize=1)
             for (_, tasks), (pe, cut) in zip(frontier, results):
                 pe_of_task[tasks] = pe
@@ -416,32 +414,9 @@ def _subtree_job(job) -> tuple[np.ndarray, bool]:
 
 
 def _worker_pool(workers: int, setting: _Setting):
-    """``workers`` processes holding ``setting``.  They come from a fork
-    server (forking this process could copy Mt-KaHyPar's thread pool in a
-    locked state) that has this module loaded already.  Submit under
-    ``_without_main``: the processes start at submission."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    return ProcessPoolExecutor(max_workers=int(workers), mp_context=context, initializer=_adopt_setting,
-                               initargs=(setting,))
-
-
-@contextmanager
-def _without_main():
-    """Hide the caller's ``__main__`` while worker processes start: like
-    spawn, the fork server re-runs the main module in every child (a script
-    without an ``if __name__ == "__main__":`` guard would map again, or
-    start processes while bootstrapping); the workers need only this
-    package."""
-    main = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = main
+    """``workers`` processes holding ``setting`` (``pool.fork_server_pool``:
+    submit under ``without_main``, the processes start at submission)."""
+    return fork_server_pool(workers, __name__, initializer=_adopt_setting, initargs=(setting,))
 
 
 @register("multisection", "top-down hierarchical multisection with KaHIP or Mt-KaHyPar "

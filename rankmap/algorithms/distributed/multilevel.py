@@ -235,7 +235,7 @@ class Multilevel(OwnerProtocol):
                  cap_fraction: float = CAP_FRACTION, balance_rounds: int = BALANCE_ROUNDS,
                  level_slack: float = LEVEL_SLACK, pair_rounds: int = PAIR_ROUNDS, set_rounds: int = SET_ROUNDS,
                  set_size: int = SET_SIZE, set_time_limit: float = SET_TIME_LIMIT,
-                 deadline: Deadline | None = None):
+                 workers: int | None = None, deadline: Deadline | None = None):
         super().__init__(exchange)
         self.deadline = deadline  # owner 0's ends the swap rounds (see SwapRounds.run)
         self.rows, self.start, self.caps, self.topology = rows, start, list(caps), topology
@@ -245,6 +245,7 @@ class Multilevel(OwnerProtocol):
         self.cap_fraction, self.balance_rounds = cap_fraction, balance_rounds
         self.level_slack, self.pair_rounds = level_slack, pair_rounds
         self.set_rounds, self.set_size, self.set_time_limit = set_rounds, set_size, set_time_limit
+        self.workers = workers  # processes for the sets an owner holds (default: rankmap.cores)
 
     def run(self) -> MultilevelResult:
         n = self.rows.n_tasks
@@ -301,7 +302,7 @@ class Multilevel(OwnerProtocol):
         set_rounds = min(self.set_rounds, share - len(got)) if contractions else 0
         if set_rounds > 0:
             sets = SetRemap(self.rows, labels, self.set_groups, self.ex, seed=self.seed,
-                            set_size=self.set_size, time_limit=self.set_time_limit)
+                            set_size=self.set_size, time_limit=self.set_time_limit, workers=self.workers)
             set_gains = sets.run(set_rounds, self.deadline)
             used += len(set_gains)
         j_start = float(self._allreduce(SwapRounds(self.rows, self.start, self.ex, replicas=1).cost())[0])

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...cores import workers_option
+from ..pool import fork_server_pool, without_main
 from .protocol import OwnerProtocol
 from .swap_rounds import Labels, _hash_pairs, block_owner
 
@@ -245,14 +247,32 @@ def labels_machine(anc: np.ndarray, dist: np.ndarray):
     return Topology(build(0, len(anc), 0))
 
 
+def _remap_set(job) -> tuple[np.ndarray, float]:
+    """One set: ``auto`` maps its tasks onto its PEs (one process, its
+    counted budget); returns the new PE index of every task and what J fell
+    by (0 where ``auto`` does not beat the set's current order)."""
+    from ...cost import mapping_cost
+    from ...graph import CommGraph
+    from .. import map_tasks
+
+    src, dst, w, n, anc, dist, seed, work_limit = job
+    graph = CommGraph.from_edges(src, dst, w, n=n)
+    machine = labels_machine(anc, dist)
+    pe = map_tasks(graph, machine, method="auto", seed=seed, work_limit=work_limit, workers=1).pe_of_task
+    before, after = mapping_cost(graph, machine, np.arange(n)), mapping_cost(graph, machine, pe)
+    return (pe, before - after) if after < before else (np.arange(n), 0.0)
+
+
 class SetRemap(PairExchange):
     """One owner's part of the set rounds on the tasks' level: each set of
     sibling groups is mapped again by ``auto`` onto the PEs its tasks hold.
     ``labels``: this owner's tasks' PE labels (one task per PE)."""
 
     def __init__(self, rows, labels: Labels, groups, exchange, *, seed: int = 0, set_size: int = SET_SIZE,
-                 time_limit: float = SET_TIME_LIMIT):
+                 time_limit: float = SET_TIME_LIMIT, workers: int | None = None):
         self.labels, self.set_size, self.time_limit = labels, set_size, time_limit
+        self.workers = workers_option(workers)
+        self._pool = None  # worker processes for the sets held here, while ``run`` lasts
         group = np.searchsorted(groups.start, labels.pe, side="right") - 1
         n = len(rows.tasks)
         super().__init__(rows, group, np.ones(n), groups, groups.cap, exchange, seed=seed)
@@ -261,33 +281,45 @@ class SetRemap(PairExchange):
         return self.labels.pack(mine)
 
     def _solve(self, vert, indptr, v, w, lead):
-        """``auto`` on every set held here; returns the vertices' packed
-        labels and what J fell by."""
-        from ...cost import mapping_cost
-        from ...graph import CommGraph
-        from .. import map_tasks
-
+        """``auto`` on every set held here (in ``workers`` processes when
+        there are several: each set's result depends on the set alone);
+        returns the vertices' packed labels and what J fell by."""
         levels = (vert.shape[1] - 5) // 2
         lab = Labels.unpack(vert[:, 4:], levels)
         out = vert[:, 4:].copy()
         u = np.repeat(np.arange(len(vert)), np.diff(indptr))
         set_of = lead[vert[:, 2].astype(np.int64)]
-        gained = 0.0
+        members, jobs = [], []
         for a in np.unique(set_of).tolist():
             mine = np.flatnonzero(set_of == a)
             mine = mine[np.argsort(lab.pe[mine], kind="stable")]  # leaf i of the machine: the i-th PE
             at = np.full(len(vert), -1)
             at[mine] = np.arange(len(mine))
             e = at[u] >= 0
-            graph = CommGraph.from_edges(at[u[e]], at[v[e]], w[e], n=len(mine))
-            machine = labels_machine(lab.anc[mine], lab.dist[mine])
-            pe = map_tasks(graph, machine, method="auto", seed=self.seed + a,
-                           work_limit=self.time_limit).pe_of_task
-            before, after = mapping_cost(graph, machine, np.arange(len(mine))), mapping_cost(graph, machine, pe)
-            if after < before:
+            members.append(mine)
+            jobs.append((at[u[e]], at[v[e]], w[e], len(mine), lab.anc[mine], lab.dist[mine],
+                         self.seed + a, self.time_limit))
+        if len(jobs) > 1 and self.workers > 1:
+            if self._pool is None:
+                self._pool = fork_server_pool(min(self.workers, len(jobs)), __name__)
+            with without_main():
+                solved = list(self._pool.map(_remap_set, jobs, chunksize=1))
+        else:
+            solved = [_remap_set(job) for job in jobs]
+        gained = 0.0
+        for mine, (pe, fell) in zip(members, solved):  # in set order: the float sum repeats
+            if fell > 0:
                 out[mine] = vert[mine[pe], 4:]
-                gained += before - after
+                gained += fell
         return out, gained
+
+    def run(self, rounds: int, deadline=None) -> list[float]:
+        try:
+            return super().run(rounds, deadline)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
 
     def _round_seconds(self) -> float:
         return float(self.time_limit or SET_TIME_LIMIT)  # one set's auto
