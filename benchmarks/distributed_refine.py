@@ -2,10 +2,10 @@
 
     python benchmarks/distributed_refine.py [--shared ../shared] [--sizes 16,32,64,128,256]
         [--starts 3] [--central-seeds 5] [--replicas 8] [--kicks 0]
-        [--mpi 16,32,64] [--mpi-only] [--in-program] [--plot FILE.png]
+        [--mpi 16,32,64] [--mpi-only] [--in-program] [--plot FILE.png] [--mpi-json FILE]
     python benchmarks/distributed_refine.py --simulate 9,10,11,12,13,14,15,16 [--sim-plot FILE.png]
         [--sim-instances lulesh,stencil2d] [--sim-starts launch,random] [--auto-max 4096] [--forced]
-        [--sim-json FILE]
+        [--sim-json FILE] [--workers N]
     python benchmarks/distributed_refine.py --sim-from A.json,B.json [--sim-plot FILE.png]
     python benchmarks/distributed_refine.py --thousand      # the ~1000-rank instances
 
@@ -42,8 +42,8 @@ renamed graph.
 Wall: the reorder_comm call (agreement steps, rounds, Split), max over ranks.
 
 Simulation (--simulate, log2 P per size): the distributed multilevel mapping
-(``algorithms.distributed.multilevel``) run serially at P = 2^9 ... 2^16
-tasks, whose decisions do not depend on the number of ranks (the MPI tests
+(``algorithms.distributed.multilevel``) run in one process (the sets of a
+round in --workers processes) at P = 2^9 ... 2^16 tasks, whose decisions do not depend on the number of ranks (the MPI tests
 check that at 2-16 ranks), so rounds and J are those of P ranks.  Instances:
 "lulesh", a LULESH-like 27-point stencil on a near-cubic grid of P ranks
 with the byte counts of the recorded 64-rank LULESH traffic (faces, edges,
@@ -216,7 +216,9 @@ def scaling(args) -> list[dict]:
     from rankmap.algorithms.distributed.swap_rounds import refine_rounds
     from rankmap.formats import read_graph, write_graph
 
-    exe = Path(sys.executable).parent / "mpiexec"
+    from rankmap.emulate.cluster import default_mpiexec
+
+    exe = default_mpiexec()
     env = dict(os.environ, **OVERSUBSCRIBED_ENV, PYTHONPATH=str(ROOT))
     how = "reorder_comm(distributed=True) in the program" if args.in_program else "refine_distributed"
     print(f"\npart 2: {how} under mpiexec, one task per rank (3elt/qP on {{4:16:P/64 | 4:P/4}}, "
@@ -224,10 +226,10 @@ def scaling(args) -> list[dict]:
           f"replicas={args.replicas}, kicks={args.kicks})")
     print(f"{'P':>5s}{'J start':>12s}{'J dist':>12s}{'ratio':>7s}{'= serial':>9s}{'rounds':>7s}"
           f"{'wall s':>8s}{'total s':>8s}{'state B/rank':>13s}{'RSS MiB':>8s}{'priv MiB':>9s}"
-          f"{'load':>6s}")
+          f"{'RSS0':>7s}{'priv0':>7s}{'load':>6s}")
     print(f"(wall: {'the reorder_comm call' if args.in_program else 'the refinement'}; ratio: "
           "J dist / J start; total: mpiexec start to end; state, RSS and private memory: max "
-          "over ranks 1..P-1)")
+          "over ranks 1..P-1; RSS0, priv0: rank 0's, MiB)")
     rows = []
     graph = ROOT / "tests" / "data" / "graphs" / "3elt.graph"
     with tempfile.TemporaryDirectory() as tmp:
@@ -264,7 +266,10 @@ def scaling(args) -> list[dict]:
             print(f"{p:5d}{out['J_start']:12.4g}{out['J']:12.4g}{out['J'] / out['J_start']:7.3f}"
                   f"{str(same):>9s}{out['rounds']:7d}"
                   f"{out['wall_s']:8.2f}{total:8.1f}{out['state_bytes'] or '-':>13}{out['rss_mib']:8.1f}"
-                  f"{out['private_mib']:9.1f}{load:6.1f}")
+                  f"{out['private_mib']:9.1f}{out['rss0_mib']:7.0f}{out['private0_mib']:7.0f}{load:6.1f}",
+                  flush=True)
+            if args.mpi_json:
+                Path(args.mpi_json).write_text(json.dumps(rows, indent=1))
     return rows
 
 
@@ -339,11 +344,12 @@ def report(comm, g, topo, pe, fields: dict) -> None:
     rss = comm.allreduce(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if others else 0,
                          op=MPI.MAX)
     private = comm.allreduce(private_mib() if others else 0, op=MPI.MAX)
-    if comm.Get_rank() == 0:
+    if comm.Get_rank() == 0:  # rank 0 also read the graph, and maps it when P <= coarse_max
         from rankmap import mapping_cost
 
         print(json.dumps(dict(fields, J=mapping_cost(g, topo, pe), rss_mib=rss, private_mib=private,
-                              pe=pe.tolist())))
+                              rss0_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                              private0_mib=private_mib(), pe=pe.tolist())))
 
 
 def plot(path: str, quality_rows, scaling_rows) -> None:
@@ -446,7 +452,7 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dict:
+def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int, workers: int | None) -> dict:
     from rankmap import mapping_cost
     from rankmap.algorithms.distributed.multilevel import multilevel_map
 
@@ -454,7 +460,7 @@ def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dic
         graph = renamed(graph, np.random.default_rng(0).permutation(graph.n))
     start = np.arange(graph.n)
     t, cpu = time.perf_counter(), cpu_seconds()
-    pe, res = multilevel_map(graph, topo, start, coarse_max=coarse_max, replicas=replicas)
+    pe, res = multilevel_map(graph, topo, start, coarse_max=coarse_max, replicas=replicas, workers=workers)
     wall, cpu = time.perf_counter() - t, cpu_seconds() - cpu
     return dict(graph=graph, pe=pe, J_start=mapping_cost(graph, topo, start), J=mapping_cost(graph, topo, pe),
                 rounds=res.rounds, lp=res.coarsening_rounds, swap_rounds=res.refine.rounds,
@@ -464,9 +470,11 @@ def sim_run(graph, topo, start_name: str, coarse_max: int, replicas: int) -> dic
 
 def simulate(args) -> list[dict]:
     from rankmap import map_tasks, mapping_cost
+    from rankmap.cores import workers_option
 
     print(f"simulation: the multilevel mapping run serially (decisions independent of P); "
-          f"replicas={args.sim_replicas}; load average {os.getloadavg()[0]:.2f}")
+          f"replicas={args.sim_replicas}; the sets of a round in {workers_option(args.workers)} processes; "
+          f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'instance':10s}{'P':>7s}{'start':>8s}{'coarse_max':>11s}  {'levels':28s}{'LP':>10s}"
           f"{' mv+pr+set+swap':>16s}{'all':>5s}{'J/Jstart':>9s}{'J/auto':>8s}{'t s':>7s}{'t auto':>7s}")
     out = []
@@ -479,7 +487,7 @@ def simulate(args) -> list[dict]:
                 maxes = ([] if args.forced_only and p <= 4096 else [4096]) + \
                     ([p // 16] if (args.forced or args.forced_only) and p <= 4096 else [])
                 for cmax in maxes:
-                    r = sim_run(graph, topo, start_name, cmax, args.sim_replicas)
+                    r = sim_run(graph, topo, start_name, cmax, args.sim_replicas, args.workers)
                     j_auto = t_auto = float("nan")
                     if p <= args.auto_max:
                         if start_name not in autos:
@@ -494,7 +502,7 @@ def simulate(args) -> list[dict]:
                                set_gains=r["set_gains"],
                                rounds=r["rounds"], J_start=r["J_start"], J=r["J"],
                                J_projected=r["J_projected"], J_auto=j_auto, wall_s=r["wall"], cpu_s=r["cpu"],
-                               auto_s=t_auto, load=os.getloadavg()[0])
+                               auto_s=t_auto, load=os.getloadavg()[0], workers=workers_option(args.workers))
                     out.append(row)
                     print(f"{kind:10s}{p:7d}{start_name:>8s}{cmax:11d}  "
                           f"{'>'.join(map(str, r['levels'])):28s}{'+'.join(map(str, r['lp'])) or '-':>10s}"
@@ -633,6 +641,10 @@ def main() -> None:
     ap.add_argument("--forced-only", action="store_true",
                     help="at P <= 4096 the forced coarsening only (no default row)")
     ap.add_argument("--sim-json", metavar="FILE", help="write the simulation rows as JSON")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="processes for the sets of a round in the simulation (default: the cores; "
+                         "the same result for any number)")
+    ap.add_argument("--mpi-json", metavar="FILE", help="write part 2's rows as JSON")
     ap.add_argument("--sim-plot", metavar="FILE", help="plot rounds and J against P")
     ap.add_argument("--sim-from", metavar="JSON[,JSON]", help="summarise and plot rows of --sim-json files")
     ap.add_argument("--thousand", action="store_true", help="the ~1000-task graphs only")
