@@ -219,7 +219,8 @@ def scaling(args) -> list[dict]:
     from rankmap.emulate.cluster import default_mpiexec
 
     exe = default_mpiexec()
-    env = dict(os.environ, **OVERSUBSCRIBED_ENV, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, **OVERSUBSCRIBED_ENV,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     how = "reorder_comm(distributed=True) in the program" if args.in_program else "refine_distributed"
     print(f"\npart 2: {how} under mpiexec, one task per rank (3elt/qP on {{4:16:P/64 | 4:P/4}}, "
           f"random start, {' '.join(f'{k}={v}' for k, v in OVERSUBSCRIBED_ENV.items())}, "
@@ -229,7 +230,8 @@ def scaling(args) -> list[dict]:
           f"{'RSS0':>7s}{'priv0':>7s}{'load':>6s}")
     print(f"(wall: {'the reorder_comm call' if args.in_program else 'the refinement'}; ratio: "
           "J dist / J start; total: mpiexec start to end; state, RSS and private memory: max "
-          "over ranks 1..P-1; RSS0, priv0: rank 0's, MiB)")
+          "over ranks 1..P-1; RSS0, priv0: rank 0's, MiB; = serial: the one-process run with the same "
+          "options; 'cut': the call's wall-clock limit ended its search, so it need not)")
     rows = []
     graph = ROOT / "tests" / "data" / "graphs" / "3elt.graph"
     with tempfile.TemporaryDirectory() as tmp:
@@ -241,11 +243,12 @@ def scaling(args) -> list[dict]:
             start = np.random.default_rng(0).permutation(p)
             if args.in_program:  # the ranks' graph, launched in order
                 g, start = renamed(g, start), np.arange(p)
-            if args.in_program:  # reorder_comm(distributed=True): the multilevel path
+            if args.in_program:  # reorder_comm(distributed=True): the multilevel path, its options
                 from rankmap.algorithms.distributed.multilevel import multilevel_map
+                from rankmap.reorder.api import multilevel_tuning
 
                 serial, _ = multilevel_map(g, machine(p), start, seed=0, kicks=args.kicks,
-                                           replicas=args.replicas)
+                                           replicas=args.replicas, **multilevel_tuning({}))
             else:
                 serial, _ = refine_rounds(g, machine(p), start, seed=0, kicks=args.kicks,
                                           replicas=args.replicas)
@@ -263,8 +266,9 @@ def scaling(args) -> list[dict]:
             same = np.array_equal(np.asarray(out["pe"]), serial)
             rows.append(dict(P=p, **{k: v for k, v in out.items() if k != "pe"}, same=same,
                              total_s=total, load=load))
+            cut = "cut" if out.get("deadline_hit") else ""  # the clock ended it: need not equal the serial run
             print(f"{p:5d}{out['J_start']:12.4g}{out['J']:12.4g}{out['J'] / out['J_start']:7.3f}"
-                  f"{str(same):>9s}{out['rounds']:7d}"
+                  f"{str(same) + cut:>9s}{out['rounds']:7d}"
                   f"{out['wall_s']:8.2f}{total:8.1f}{out['state_bytes'] or '-':>13}{out['rss_mib']:8.1f}"
                   f"{out['private_mib']:9.1f}{out['rss0_mib']:7.0f}{out['private0_mib']:7.0f}{load:6.1f}",
                   flush=True)
@@ -332,7 +336,7 @@ def in_program_worker(path: str, kicks: int, replicas: int) -> None:
             pe[task] = slot
     new.Free()
     report(comm, g, topo, pe, dict(J_start=info.J_before, rounds=info.rounds, swaps=info.swaps,
-                                   wall_s=wall, state_bytes=None))
+                                   wall_s=wall, state_bytes=None, deadline_hit=info.deadline_hit))
 
 
 def report(comm, g, topo, pe, fields: dict) -> None:
