@@ -170,7 +170,8 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
     graph = CommGraph.from_edges(np.searchsorted(ids, e[:, 1].astype(np.int64)),
                                  np.searchsorted(ids, e[:, 2].astype(np.int64)), e[:, 3], n=len(ids),
                                  vertex_weights=weight)
-    machine, start, stop, parent = machine_groups(topology, topology.max_depth if depth is None else depth)
+    cut = topology.max_depth if depth is None else depth
+    machine, start, stop, _ = machine_groups(topology, cut)
     group_of = np.zeros(len(ids), dtype=np.int64)
     if depth is None:  # the tasks themselves: one task per PE
         group_of = map_tasks(graph, machine, method="auto", seed=seed, deadline=deadline,
@@ -192,7 +193,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
                     raise
     all_pes = np.arange(topology.n_pes)
     anc, dist = pe_labels(topology, all_pes)
-    groups = Groups(start, stop, anc[start], dist[start], topology.n_pes, parent)
+    groups = groups_at(topology, cut, anc, dist)
     units = groups if depth is None else groups_at(topology, set_depth(topology, depth, set_size), anc, dist)
     packed = Labels(all_pes, anc, dist).pack()
     blocks = [packed[block_tasks(r, topology.n_pes, n_owners)] for r in range(n_owners)]
