@@ -6,7 +6,7 @@
     python benchmarks/distributed_refine.py --simulate 9,10,11,12,13,14,15,16 [--sim-plot FILE.png]
         [--sim-instances lulesh,stencil2d] [--sim-starts launch,random] [--auto-max 4096] [--forced]
         [--sim-json FILE] [--workers N]
-    python benchmarks/distributed_refine.py --sim-from A.json,B.json [--sim-plot FILE.png]
+    python benchmarks/distributed_refine.py --sim-from A.json,B.json [--sim-plot FILE.png]   # B's rows replace A's
     python benchmarks/distributed_refine.py --thousand      # the ~1000-rank instances
 
 Part 1 (quality): from the same start (the launch order, and --starts random
@@ -660,8 +660,11 @@ def main() -> None:
     if args.thousand:
         thousand(args)
         return
-    if args.sim_from:  # rows of earlier runs: the summary and the plot
-        rows = [r for f in args.sim_from.split(",") for r in json.loads(Path(f).read_text())]
+    if args.sim_from:  # rows of earlier runs: the summary and the plot; a later file's row of
+        # the same instance, P, start and coarse_max replaces an earlier one (a re-run of a newer version)
+        latest = {(r["instance"], r["P"], r["start"], r["coarse_max"]): r
+                  for f in args.sim_from.split(",") for r in json.loads(Path(f).read_text())}
+        rows = sorted(latest.values(), key=lambda r: (r["instance"], r["start"], r["coarse_max"], r["P"]))
         sim_summary(rows)
         if args.sim_plot:
             sim_plot(args.sim_plot, rows)
