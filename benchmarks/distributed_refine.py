@@ -43,8 +43,9 @@ Wall: the reorder_comm call (agreement steps, rounds, Split), max over ranks.
 
 Simulation (--simulate, log2 P per size): the distributed multilevel mapping
 (``algorithms.distributed.multilevel``) run in one process (the sets of a
-round in --workers processes) at P = 2^9 ... 2^16 tasks, whose decisions do not depend on the number of ranks (the MPI tests
-check that at 2-16 ranks), so rounds and J are those of P ranks.  Instances:
+round in --workers processes) at P = 2^9 ... 2^16 tasks, whose decisions
+do not depend on the number of ranks (the MPI tests check that at 2-16
+ranks), so rounds and J are those of P ranks.  Instances:
 "lulesh", a LULESH-like 27-point stencil on a near-cubic grid of P ranks
 with the byte counts of the recorded 64-rank LULESH traffic (faces, edges,
 corners: the median of each class in tests/data/traffic/lulesh64.size.csv)
@@ -451,7 +452,9 @@ def sim_instance(kind: str, p: int):
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process and its finished children (the partitioners' worker processes)."""
+    """CPU seconds of this process and its finished children; not of the
+    worker processes of multisection and of the sets (a fork server starts
+    them, so they are not this process's children)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
