@@ -214,6 +214,7 @@ def renamed(graph, start):
 
 
 def scaling(args) -> list[dict]:
+    from rankmap import mapping_cost
     from rankmap.algorithms.distributed.swap_rounds import refine_rounds
     from rankmap.formats import read_graph, write_graph
 
@@ -266,7 +267,7 @@ def scaling(args) -> list[dict]:
             out = json.loads(proc.stdout.strip().splitlines()[-1])
             same = np.array_equal(np.asarray(out["pe"]), serial)
             rows.append(dict(P=p, **{k: v for k, v in out.items() if k != "pe"}, same=same,
-                             total_s=total, load=load))
+                             J_serial=mapping_cost(g, machine(p), serial), total_s=total, load=load))
             cut = "cut" if out.get("deadline_hit") else ""  # the clock ended it: need not equal the serial run
             print(f"{p:5d}{out['J_start']:12.4g}{out['J']:12.4g}{out['J'] / out['J_start']:7.3f}"
                   f"{str(same) + cut:>9s}{out['rounds']:7d}"
