@@ -1,0 +1,133 @@
+"""The optimal split of a node's tasks into its leaf groups (refine/exact_groups.py) and its step in auto."""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from rankmap.algorithms import map_tasks
+from rankmap.algorithms.portfolio.one_to_one import exact_groups
+from rankmap.algorithms.refine.exact_groups import connected_pieces, exact_group_refine
+from rankmap.cost import mapping_cost
+from rankmap.deadline import Deadline
+from rankmap.graph import CommGraph
+from rankmap.topology.hierarchy import hierarchy_topology
+
+
+def _random_graph(n, density, seed):
+    rng = np.random.default_rng(seed)
+    a = sp.random_array((n, n), density=density, rng=rng, data_sampler=lambda size: rng.integers(1, 20, size))
+    a = sp.triu(a, 1)
+    return CommGraph(sp.csr_array(a + a.T))
+
+
+def _splits(items, size):
+    """Every split of ``items`` into groups of ``size`` (unordered)."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for others in itertools.combinations(rest, size - 1):
+        left = [x for x in rest if x not in others]
+        for tail in _splits(left, size):
+            yield [(first, *others)] + tail
+
+
+def _best_by_enumeration(graph, topo, pe, a0, a1):
+    """J of the best regrouping of every node's tasks, by trying every split."""
+    pe = np.asarray(pe).copy()
+    for node in np.unique(pe // (a0 * a1)):
+        tasks = np.flatnonzero(pe // (a0 * a1) == node)
+        cores = np.sort(pe[tasks])
+        best, best_j = None, np.inf
+        for split in _splits(list(tasks), a0):
+            trial = pe.copy()
+            trial[np.concatenate(split)] = cores
+            j = mapping_cost(graph, topo, trial)
+            if j < best_j:
+                best, best_j = trial, j
+        pe = best
+    return mapping_cost(graph, topo, pe)
+
+
+@pytest.mark.parametrize("a0,a1,k,seed", [(2, 4, 2, 0), (3, 3, 2, 1), (4, 3, 1, 2), (4, 3, 2, 3), (4, 3, 2, 4)])
+def test_each_node_gets_its_best_split(a0, a1, k, seed):
+    topo = hierarchy_topology([a0, a1, k], [1.0, 10.0, 100.0])
+    n = a0 * a1 * k
+    graph = _random_graph(n, 0.25, seed)
+    start = np.random.default_rng(seed).permutation(n)
+    j0 = mapping_cost(graph, topo, start)
+    pe, removed, pieces = exact_group_refine(graph, topo, start)
+    assert sorted(pe.tolist()) == list(range(n))
+    assert np.array_equal(pe // (a0 * a1), start // (a0 * a1))  # nothing moves between nodes
+    j = mapping_cost(graph, topo, pe)
+    assert j == pytest.approx(_best_by_enumeration(graph, topo, start, a0, a1))
+    assert j0 - j == pytest.approx(removed)
+    assert pieces > 0
+
+
+def test_a_node_already_split_best_keeps_its_pes():
+    topo = hierarchy_topology([4, 3, 1], [1.0, 10.0, 100.0])
+    graph = _random_graph(12, 0.3, 5)
+    best, _, _ = exact_group_refine(graph, topo, np.random.default_rng(5).permutation(12))
+    again, removed, _ = exact_group_refine(graph, topo, best)
+    assert removed == 0 and np.array_equal(again, best)
+
+
+def test_pieces_are_the_connected_sets():
+    w = np.zeros((5, 5))
+    for u, v in [(0, 1), (1, 2), (3, 4)]:  # a path 0-1-2 and an edge 3-4
+        w[u, v] = w[v, u] = 1.0
+    levels = connected_pieces(w, 3)
+    assert [lvl.tolist() for lvl in levels] == [[[0], [1], [2], [3], [4]], [[0, 1], [1, 2], [3, 4]], [[0, 1, 2]]]
+
+
+def test_the_piece_budget_and_unsupported_trees():
+    topo = hierarchy_topology([4, 4, 2], [1.0, 10.0, 100.0])
+    graph = _random_graph(32, 0.3, 6)
+    start = np.random.default_rng(6).permutation(32)
+    _, _, pieces = exact_group_refine(graph, topo, start, max_pieces=1)
+    assert pieces == 0  # the heaviest node alone is over the budget
+    _, _, pieces = exact_group_refine(graph, topo, start, max_pieces=1, min_nodes=1)
+    _, _, both = exact_group_refine(graph, topo, start)
+    assert 0 < pieces < both
+    wide = hierarchy_topology([5, 3, 1], [1.0, 10.0, 100.0])  # groups of five cores: no packing rule
+    g15 = _random_graph(15, 0.3, 7)
+    pe, removed, pieces = exact_group_refine(g15, wide, np.arange(15))
+    assert removed == 0 and pieces == 0 and np.array_equal(pe, np.arange(15))
+    fewer = _random_graph(30, 0.3, 8)  # one node not full: only the full one is split
+    pe, removed, _ = exact_group_refine(fewer, topo, np.arange(30))
+    assert np.array_equal(pe[16:], np.arange(16, 30))
+
+
+def test_an_expired_deadline_changes_nothing():
+    topo = hierarchy_topology([4, 3, 2], [1.0, 10.0, 100.0])
+    graph = _random_graph(24, 0.3, 9)
+    start = np.random.default_rng(9).permutation(24)
+    pe, removed, pieces = exact_group_refine(graph, topo, start, deadline=Deadline(0.0))
+    assert removed == 0 and pieces == 0 and np.array_equal(pe, start)
+
+
+def test_auto_returns_every_node_split_best(data_dir):
+    """On the 3elt model of 128 tasks swaps, kicks and cycles stop where a
+    better split of a node exists (J 41484 before this step): auto's result
+    is now a fixed point of the exact split (itself checked against every
+    split above)."""
+    from rankmap.formats import read_graph
+    from rankmap.modelgen import model_graph
+
+    g = model_graph(read_graph(str(data_dir / "graphs/3elt.graph")), 128, seed=0)
+    topo = hierarchy_topology([4, 16, 2], [1.0, 10.0, 100.0])
+    pe = map_tasks(g, topo, method="auto", seed=0).pe_of_task
+    again, removed, pieces = exact_group_refine(g, topo, pe)
+    assert pieces > 0 and removed == 0 and np.array_equal(again, pe)
+
+
+def test_the_step_in_auto_never_raises_j():
+    topo = hierarchy_topology([4, 3, 2], [1.0, 10.0, 100.0])
+    graph = _random_graph(24, 0.3, 13)
+    start = np.random.default_rng(13).permutation(24)
+    j = mapping_cost(graph, topo, start)
+    pe, cj, work = exact_groups(graph, topo, start, j, 0.01, 0, Deadline())
+    assert cj <= j and cj == pytest.approx(mapping_cost(graph, topo, pe)) and work > 0
