@@ -9,10 +9,11 @@ every group is a union of connected pieces of at most a0 tasks (a piece's
 weight is the weight inside it), so the pieces form the columns, every
 task is covered once, and the pieces must pack into full groups (for
 a0 = 4 every 3-piece needs a single beside it; for a0 = 3 every 2-piece).
-HiGHS (scipy's ``milp``) solves it exactly in 0.1-5 s for nodes of 64
-tasks of the benchmark models; on the one-node rows it proved the peers'
-best J optimal or found a lower one (docs/quality.md), which no sequence
-of swaps and cycles had reached on data/64.
+HiGHS (scipy's ``milp``) solves it exactly; its LP relaxation first tells
+whether any split beats the current one (often not), which skips the
+branch and bound.  On the one-node benchmark rows it proved the best J
+optimal or found a lower one that swaps, kicks and cycles had not reached
+(data/64, crack/64; docs/quality.md).
 
 The branch and bound is limited by a node count (repeatable) and by the
 deadline (a cut keeps the best split found, if it is better).
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
+from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, linprog, milp
 
 from ...deadline import Deadline
 from ...graph import CommGraph
@@ -49,6 +50,8 @@ def connected_pieces(weights: np.ndarray, size: int, limit: float = MAX_PIECES) 
         reach = adj[cur].any(axis=1)                     # neighbours of any member
         reach[np.arange(cur.shape[0])[:, None], cur] = False
         r, c = np.nonzero(reach)
+        if total + r.size / (cur.shape[1] + 1) > limit:  # a set of k tasks is grown from at most k others
+            break
         grown = np.sort(np.hstack([cur[r], c[:, None]]), axis=1)
         grown = np.unique(grown, axis=0) if grown.size else grown.reshape(0, cur.shape[1] + 1)
         total += grown.shape[0]
@@ -69,12 +72,14 @@ def _piece_weights(weights: np.ndarray, piece: np.ndarray) -> np.ndarray:
 
 
 def best_split(weights: np.ndarray, levels: list[np.ndarray], a0: int, a1: int, deadline: Deadline | None = None,
-               node_limit: int = NODE_LIMIT):
+               node_limit: int = NODE_LIMIT, current: float | None = None):
     """Groups (a list of a1 arrays of a0 local indices) keeping the most
     weight inside them, built from the connected ``levels``
     (``connected_pieces``), their inside weight and HiGHS's bound on it
     (equal when proven optimal, higher where ``node_limit`` or the deadline
-    cut the search); None when no split was found in time."""
+    cut the search); None when no split was found in time, or when the LP
+    relaxation shows that no split keeps more than ``current`` inside (then
+    the branch and bound, 2-10x the LP's time, is not run)."""
     deadline = Deadline.of(deadline)
     pieces = [row for level in levels for row in level]
     size = np.concatenate([np.full(level.shape[0], level.shape[1]) for level in levels])
@@ -82,12 +87,17 @@ def best_split(weights: np.ndarray, levels: list[np.ndarray], a0: int, a1: int, 
     m = weights.shape[0]
     cols = np.repeat(np.arange(len(pieces)), size)
     cover = sp.csr_array((np.ones(cols.size), (np.concatenate(pieces), cols)), shape=(m, len(pieces)))
-    rules = [LinearConstraint(cover, 1, 1)]
-    if a0 in (3, 4):  # every piece of a0 - 1 tasks needs a single task beside it
-        rules.append(LinearConstraint(((size == 1).astype(float) - (size == a0 - 1))[None, :], 0, np.inf))
+    # every piece of a0 - 1 tasks needs a single task beside it (a0 = 3, 4; any pieces pack into pairs)
+    pack = ((size == 1).astype(float) - (size == a0 - 1))[None, :] if a0 > 2 else np.zeros((0, size.size))
+    if current is not None:
+        lp = linprog(-value, A_ub=-pack, b_ub=np.zeros(pack.shape[0]), A_eq=cover, b_eq=np.ones(m), bounds=(0, 1),
+                     method="highs")
+        if lp.status == 0 and -lp.fun <= current * (1 + 1e-9) + 1e-9:
+            return None
     options = {"node_limit": node_limit, "presolve": False}  # presolve took 9x the solve on 35k pieces
     if deadline.end is not None:
         options["time_limit"] = max(deadline.remaining(), 1e-3)
+    rules = [LinearConstraint(cover, 1, 1), LinearConstraint(pack, 0, np.inf)]
     res = milp(-value, constraints=rules, integrality=np.ones(len(pieces)), bounds=Bounds(0, 1), options=options)
     if res.x is None:
         return None
@@ -151,12 +161,12 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         if max_pieces is not None and pieces + count > max_pieces and nodes >= min_nodes:
             break
         pieces, nodes = pieces + count, nodes + 1
-        found = best_split(weights, levels, a0, a1, deadline)
+        old_group = np.arange(per_node) // a0            # local task i sits in local group i // a0
+        now_inside = float(np.sum(np.triu(weights, 1)[old_group[:, None] == old_group[None, :]]))
+        found = best_split(weights, levels, a0, a1, deadline, current=now_inside)
         if found is None:
             continue
         groups, inside, _ = found
-        old_group = np.arange(per_node) // a0            # local task i sits in local group i // a0
-        now_inside = float(np.sum(np.triu(weights, 1)[old_group[:, None] == old_group[None, :]]))
         if inside > now_inside * (1 + 1e-12):
             pe[tasks] = _regroup(pe[tasks], groups, old_group, a0, a1)
             removed += factor * (inside - now_inside)
