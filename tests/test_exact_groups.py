@@ -88,10 +88,10 @@ def test_the_piece_budget_and_unsupported_trees():
     graph = _random_graph(32, 0.3, 6)
     start = np.random.default_rng(6).permutation(32)
     _, _, pieces = exact_group_refine(graph, topo, start, max_pieces=1)
-    assert pieces == 0  # the heaviest node alone is over the budget
-    _, _, pieces = exact_group_refine(graph, topo, start, max_pieces=1, min_nodes=1)
+    assert pieces == 0  # no node fits
     _, _, both = exact_group_refine(graph, topo, start)
-    assert 0 < pieces < both
+    _, _, pieces = exact_group_refine(graph, topo, start, max_pieces=both - 1)
+    assert 0 < pieces < both  # one node fits, the other is passed over
     wide = hierarchy_topology([5, 3, 1], [1.0, 10.0, 100.0])  # groups of five cores: no packing rule
     g15 = _random_graph(15, 0.3, 7)
     pe, removed, pieces = exact_group_refine(g15, wide, np.arange(15))

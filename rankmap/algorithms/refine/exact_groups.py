@@ -32,8 +32,8 @@ from .cycles import leaf_groups
 
 MAX_GROUP = 4          # cores per group at most (the packing rule below holds up to four)
 MAX_NODE_TASKS = 256   # tasks of a node at most (its weights are held dense)
-MAX_PIECES = 40_000    # pieces (columns) of a node at most: a denser node is left as it is (add20/64:
-                       # 72k pieces, 6.4 s; bcsstk33/256: 32-39k, 1-6 s)
+MAX_PIECES = 80_000    # pieces (columns) of a node at most: a denser node is left as it is (traffic:btmz
+                       # 75k pieces, 2.9 s; add20/64 72k, 6.4 s; traffic:amg 677k, 69 s)
 NODE_LIMIT = 2_000     # branch-and-bound nodes per solve
 
 
@@ -78,8 +78,10 @@ def best_split(weights: np.ndarray, levels: list[np.ndarray], a0: int, a1: int, 
     (``connected_pieces``), their inside weight and HiGHS's bound on it
     (equal when proven optimal, higher where ``node_limit`` or the deadline
     cut the search); None when no split was found in time, or when the LP
-    relaxation shows that no split keeps more than ``current`` inside (then
-    the branch and bound, 2-10x the LP's time, is not run)."""
+    relaxation shows that none keeps more than ``current`` inside (then the
+    branch and bound, 1-10x the LP's time, is not run; asking HiGHS for a
+    better split instead, by a constraint on the objective, took 1.6x as
+    long over the benchmark rows)."""
     deadline = Deadline.of(deadline)
     pieces = [row for level in levels for row in level]
     size = np.concatenate([np.full(level.shape[0], level.shape[1]) for level in levels])
@@ -89,7 +91,7 @@ def best_split(weights: np.ndarray, levels: list[np.ndarray], a0: int, a1: int, 
     cover = sp.csr_array((np.ones(cols.size), (np.concatenate(pieces), cols)), shape=(m, len(pieces)))
     # every piece of a0 - 1 tasks needs a single task beside it (a0 = 3, 4; any pieces pack into pairs)
     pack = ((size == 1).astype(float) - (size == a0 - 1))[None, :] if a0 > 2 else np.zeros((0, size.size))
-    if current is not None:
+    if current is not None:  # the LP relaxation first: often no split beats the current one
         lp = linprog(-value, A_ub=-pack, b_ub=np.zeros(pack.shape[0]), A_eq=cover, b_eq=np.ones(m), bounds=(0, 1),
                      method="highs")
         if lp.status == 0 and -lp.fun <= current * (1 + 1e-9) + 1e-9:
@@ -122,11 +124,11 @@ def _pack(pieces: list[np.ndarray], a0: int, a1: int) -> list[np.ndarray]:
 
 
 def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_pieces: int | None = None,
-                       min_nodes: int = 0, deadline: Deadline | None = None) -> tuple[np.ndarray, float, int]:
+                       deadline: Deadline | None = None) -> tuple[np.ndarray, float, int]:
     """Full nodes' tasks split optimally into their leaf groups, the nodes
     with the most weight between their groups first, while the pieces
-    solved stay within ``max_pieces`` (at least ``min_nodes`` nodes; a node
-    of more than MAX_PIECES pieces is left as it is); returns the mapping,
+    solved stay within ``max_pieces`` (a node that does not fit is passed
+    over, and one of more than MAX_PIECES pieces always); returns the mapping,
     the J removed and the pieces solved (the work done).  A task that stays
     in its group keeps its PE; nothing moves between nodes.  One-to-one on
     a uniform tree whose groups hold 2..MAX_GROUP cores; otherwise the
@@ -147,20 +149,20 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
     between = (node[rows] == node[adj.indices]) & (pe[rows] // a0 != pe[adj.indices] // a0)
     loss = np.bincount(node[rows][between], weights=adj.data[between], minlength=node.max() + 1)
     order = full[np.argsort(-loss[full], kind="stable")]
-    removed, pieces, nodes = 0.0, 0, 0
+    removed, pieces = 0.0, 0
     for p in order[loss[order] > 0]:
         if deadline.expired():
             break
         tasks = np.flatnonzero(node == p)
         tasks = tasks[np.argsort(pe[tasks])]            # local index order = PE order
         weights = adj[tasks][:, tasks].toarray()
-        levels = connected_pieces(weights, a0)
-        count = sum(level.shape[0] for level in levels)
-        if len(levels) < a0:
-            continue                                    # too dense: left as it is
-        if max_pieces is not None and pieces + count > max_pieces and nodes >= min_nodes:
+        room = MAX_PIECES if max_pieces is None else min(MAX_PIECES, max_pieces - pieces)
+        if room < per_node:
             break
-        pieces, nodes = pieces + count, nodes + 1
+        levels = connected_pieces(weights, a0, limit=room)
+        if len(levels) < a0:
+            continue                                    # too dense, or more than the budget has left
+        pieces += sum(level.shape[0] for level in levels)
         old_group = np.arange(per_node) // a0            # local task i sits in local group i // a0
         now_inside = float(np.sum(np.triu(weights, 1)[old_group[:, None] == old_group[None, :]]))
         found = best_split(weights, levels, a0, a1, deadline, current=now_inside)
