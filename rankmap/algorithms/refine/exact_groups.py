@@ -153,12 +153,12 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
     for p in order[loss[order] > 0]:
         if deadline.expired():
             break
-        tasks = np.flatnonzero(node == p)
-        tasks = tasks[np.argsort(pe[tasks])]            # local index order = PE order
-        weights = adj[tasks][:, tasks].toarray()
         room = MAX_PIECES if max_pieces is None else min(MAX_PIECES, max_pieces - pieces)
         if room < per_node:
             break
+        tasks = np.flatnonzero(node == p)
+        tasks = tasks[np.argsort(pe[tasks])]            # local index order = PE order
+        weights = adj[tasks][:, tasks].toarray()
         levels = connected_pieces(weights, a0, limit=room)
         if len(levels) < a0:
             continue                                    # too dense, or more than the budget has left
