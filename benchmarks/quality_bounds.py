@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.quality_peers import load_json_rows  # noqa: E402
 from benchmarks.quality_ties import instance  # noqa: E402
-from rankmap.algorithms.refine.exact_groups import best_split, connected_pieces  # noqa: E402
+from rankmap.algorithms.refine.exact_groups import best_split, connected_pieces, set_partitioning  # noqa: E402
 from rankmap.cost import mapping_cost  # noqa: E402
 from rankmap.deadline import Deadline  # noqa: E402
 from rankmap.topology.hierarchy import hierarchy_topology  # noqa: E402
@@ -44,8 +44,8 @@ def optimum(graph, node_limit: int, seconds: float) -> tuple[float | None, float
     weights = graph.symmetric.toarray()
     np.fill_diagonal(weights, 0.0)  # a task's traffic with itself costs nothing
     t = time.perf_counter()
-    found = best_split(weights, connected_pieces(weights, a0, limit=math.inf), a0, a1, Deadline(seconds),
-                       node_limit=node_limit)
+    found = best_split(set_partitioning(weights, connected_pieces(weights, a0, limit=math.inf), a0), a0, a1,
+                       Deadline(seconds), node_limit=node_limit)
     secs = time.perf_counter() - t
     trivial = DISTANCES[0] * np.triu(weights, 1).sum()  # every pair inside a group: where HiGHS has no bound yet
     if found is None:

@@ -8,7 +8,9 @@ import scipy.sparse as sp
 
 from rankmap.algorithms import map_tasks
 from rankmap.algorithms.portfolio.one_to_one import exact_groups
-from rankmap.algorithms.refine.exact_groups import connected_pieces, exact_group_refine
+from rankmap.algorithms.refine import exact_groups as exact_groups_module
+from rankmap.algorithms.refine.exact_groups import (BRANCH_WORK, connected_pieces, exact_group_refine, relaxed_split,
+                                                     set_partitioning)
 from rankmap.cost import mapping_cost
 from rankmap.deadline import Deadline
 from rankmap.graph import CommGraph
@@ -83,22 +85,76 @@ def test_pieces_are_the_connected_sets():
     assert [lvl.tolist() for lvl in levels] == [[[0], [1], [2], [3], [4]], [[0, 1], [1, 2], [3, 4]], [[0, 1, 2]]]
 
 
-def test_the_piece_budget_and_unsupported_trees():
+def test_the_work_budget_and_unsupported_trees():
     topo = hierarchy_topology([4, 4, 2], [1.0, 10.0, 100.0])
     graph = _random_graph(32, 0.3, 6)
     start = np.random.default_rng(6).permutation(32)
-    _, _, pieces = exact_group_refine(graph, topo, start, max_pieces=1)
-    assert pieces == 0  # no node fits
+    _, _, work = exact_group_refine(graph, topo, start, max_work=1)
+    assert work == 0  # no node fits
     _, _, both = exact_group_refine(graph, topo, start)
-    _, _, pieces = exact_group_refine(graph, topo, start, max_pieces=both - 1)
-    assert 0 < pieces < both  # one node fits, the other is passed over
+    _, _, work = exact_group_refine(graph, topo, start, max_work=both - 1)
+    assert 0 < work < both  # one node fits, the other is passed over
     wide = hierarchy_topology([5, 3, 1], [1.0, 10.0, 100.0])  # groups of five cores: no packing rule
     g15 = _random_graph(15, 0.3, 7)
-    pe, removed, pieces = exact_group_refine(g15, wide, np.arange(15))
-    assert removed == 0 and pieces == 0 and np.array_equal(pe, np.arange(15))
+    pe, removed, work = exact_group_refine(g15, wide, np.arange(15))
+    assert removed == 0 and work == 0 and np.array_equal(pe, np.arange(15))
     fewer = _random_graph(30, 0.3, 8)  # one node not full: only the full one is split
     pe, removed, _ = exact_group_refine(fewer, topo, np.arange(30))
     assert np.array_equal(pe[16:], np.arange(16, 30))
+
+
+def _node_graph(edges, n):
+    w = sp.coo_array((np.array([c for _, _, c in edges], float), ([u for u, _, _ in edges], [v for _, v, _ in edges])),
+                     shape=(n, n))
+    return CommGraph(sp.csr_array(w + w.T))
+
+
+def test_an_integral_lp_is_the_split_without_branch_and_bound():
+    """Three 4-cliques scrambled over three groups: the LP's optimum is
+    integral, so the work is the node's pieces alone and the split is the
+    cliques."""
+    cliques = np.arange(12).reshape(3, 4)
+    edges = [(u, v, 5) for c in cliques for u, v in itertools.combinations(c, 2)]
+    graph, topo = _node_graph(edges, 12), hierarchy_topology([4, 3, 1], [1.0, 10.0, 100.0])
+    start = np.arange(12).reshape(4, 3).T.ravel()  # one edge of each clique inside a group
+    pe, removed, work = exact_group_refine(graph, topo, start)
+    assert work == sum(level.shape[0] for level in connected_pieces(graph.symmetric.toarray(), 4))
+    assert [len(set(pe[c] // 4)) for c in cliques] == [1, 1, 1]
+    assert removed == pytest.approx(mapping_cost(graph, topo, start) - mapping_cost(graph, topo, pe))
+
+
+def test_a_fractional_lp_branches_only_where_the_work_pays():
+    """Two triangles and a bridge onto three pairs of cores: the LP takes
+    every triangle edge by half (inside 30), the best split keeps 21.  With
+    work for the LP alone the node is passed over; with no limit the branch
+    and bound finds the optimum and counts BRANCH_WORK units per piece."""
+    edges = [(0, 1, 10), (1, 2, 10), (0, 2, 10), (3, 4, 10), (4, 5, 10), (3, 5, 10), (2, 3, 1)]
+    graph, topo = _node_graph(edges, 6), hierarchy_topology([2, 3, 1], [1.0, 10.0, 100.0])
+    start = np.array([0, 2, 4, 1, 3, 5])  # groups {0, 3}, {1, 4}, {2, 5}: nothing inside
+    pieces = sum(level.shape[0] for level in connected_pieces(graph.symmetric.toarray(), 2))
+    pe, removed, work = exact_group_refine(graph, topo, start, max_work=pieces)
+    assert work == pieces and removed == 0 and np.array_equal(pe, start)
+    pe, removed, work = exact_group_refine(graph, topo, start)
+    assert work == (1 + BRANCH_WORK) * pieces
+    assert mapping_cost(graph, topo, pe) == pytest.approx(_best_by_enumeration(graph, topo, start, 2, 3))
+    assert removed == pytest.approx(mapping_cost(graph, topo, start) - mapping_cost(graph, topo, pe))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_column_generation_reaches_the_lp_over_all_pieces(seed, monkeypatch):
+    """With one piece per task per round the LP takes several rounds; its
+    bound is the LP over every piece at once."""
+    from scipy.optimize import linprog
+
+    monkeypatch.setattr(exact_groups_module, "COLUMNS_PER_TASK", 1)
+    w = _random_graph(24, 0.4, seed).symmetric.toarray()
+    model = set_partitioning(w, connected_pieces(w, 4), 4)
+    whole = linprog(-model.value, A_ub=-model.pack, b_ub=[0.0], A_eq=model.cover, b_eq=np.ones(24), bounds=(0, 1))
+    bound, found = relaxed_split(model, 4, 6)
+    assert bound == pytest.approx(-whole.fun)
+    if found is not None:  # an integral optimum is a split whose inside weight is the bound
+        groups, inside = found
+        assert inside == pytest.approx(bound) and sorted(np.concatenate(groups).tolist()) == list(range(24))
 
 
 def test_an_expired_deadline_changes_nothing():

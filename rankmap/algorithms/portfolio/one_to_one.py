@@ -73,7 +73,7 @@ from ...deadline import Deadline, slowness
 from ...topology import Topology
 from .. import METHODS, register
 from ..refine.cycles import cycle_refine
-from ..refine.exact_groups import exact_group_refine
+from ..refine.exact_groups import MAX_PIECES, exact_group_refine
 from ..refine.moves import move_refine
 from ..refine.rebisect import rebisect_pairs, top_subtree_size
 from ..refine.swaps import refine_around, refine_swaps
@@ -114,10 +114,9 @@ SEARCH_SHARE = 0.3    # ... later ones leave this share of the budget to the ite
 CYCLE_SHARE = 0.1     # the cyclic exchanges after the search: this share of the budget on top of it ...
 MIN_CYCLE_ROUNDS = 4  # ... and at least this many rounds (a round that finds no cycle ends them)
 EXACT_SHARE = 0.2     # the exact split of nodes into leaf groups after the cycles: this share on top ...
-MIN_EXACT_PIECES = 8_000  # ... and at least this many pieces (about three nodes of 64 tasks of a mesh model)
-_PER_PIECE = 2e-4     # ... one piece (column) of a node's set partitioning: HiGHS without presolve took
-                      # 2-4e-5 s per piece where its LP was integral (data/64, bcsstk33/256), 1-4e-4 s where
-                      # it cut at the root (3elt/2048 nodes of 2.4k-2.6k pieces: 0.2-1.1 s each)
+MIN_EXACT_WORK = MAX_PIECES  # ... and at least the LP of one node as dense as it takes
+_PER_PIECE = 1e-5     # ... one unit of its work, a piece (column) of a node's LP relaxation with its enumeration
+                      # (7-10e-6 s; a branch and bound counts BRANCH_WORK units per piece on top: refine/exact_groups.py)
 REBISECT_SHARE = 0.1  # the node-pair re-bisection after the search: this share of the budget on top ...
 MIN_REBISECT_PAIRS = 1  # ... and at least the heaviest pair up to N2_MAX_TASKS tasks ...
 REBISECT_PRESET, REBISECT_SEEDS = "eco", 3  # ... each by KaHIP eco with this many seeds (with the slack of
@@ -498,15 +497,14 @@ def exact_groups(graph, topology, pe_of_task, j: float, budget: float, seed: int
     """The optimal split of the nodes' tasks into their leaf groups
     (``refine/exact_groups.py``), the nodes with the most weight between
     their groups first, as many as ``budget`` (estimated seconds) pays for
-    (at least MIN_EXACT_PIECES pieces: on data/64 and crack/64 it found the
+    (at least MIN_EXACT_WORK: on data/64 and crack/64 it found the
     optimum, 0.3 % and 0.1 % below what the swaps, kicks and cycles had
-    stopped at; the btmz traffic matrix's 75k pieces, 0.6 % below, take a
-    longer time limit), then swap refinement around the moved tasks;
-    returns the mapping, its J and the work's estimated seconds.  Never a
-    higher J."""
-    pieces = max(int(budget / _PER_PIECE), MIN_EXACT_PIECES)
-    pe, removed, pieces = exact_group_refine(graph, topology, pe_of_task, max_pieces=pieces, deadline=deadline)
-    return _settle(graph, topology, pe_of_task, j, pe, removed, pieces * _PER_PIECE, budget, seed, deadline)
+    stopped at, on traffic:btmz 0.6 % below, where the LP's optimum is
+    integral), then swap refinement around the moved tasks; returns the
+    mapping, its J and the work's estimated seconds.  Never a higher J."""
+    work = max(int(budget / _PER_PIECE), MIN_EXACT_WORK)
+    pe, removed, work = exact_group_refine(graph, topology, pe_of_task, max_work=work, deadline=deadline)
+    return _settle(graph, topology, pe_of_task, j, pe, removed, work * _PER_PIECE, budget, seed, deadline)
 
 
 def _settle(graph, topology, before, j: float, pe, removed: float, work: float, budget: float, seed: int,

@@ -10,8 +10,9 @@ weight is the weight inside it), so the pieces form the columns, every
 task is covered once, and the pieces must pack into full groups (for
 a0 = 4 every 3-piece needs a single beside it; for a0 = 3 every 2-piece).
 HiGHS (scipy's ``milp``) solves it exactly; its LP relaxation first tells
-whether any split beats the current one (often not), which skips the
-branch and bound.  On the one-node benchmark rows it proved the best J
+whether any split beats the current one (often not), and where its
+optimum is integral it is the optimal split: either way the branch and
+bound is skipped.  On the one-node benchmark rows it proved the best J
 optimal or found a lower one that swaps, kicks and cycles had not reached
 (data/64, crack/64; docs/quality.md).
 
@@ -20,6 +21,8 @@ deadline (a cut keeps the best split found, if it is better).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,9 +35,13 @@ from .cycles import leaf_groups
 
 MAX_GROUP = 4          # cores per group at most (the packing rule below holds up to four)
 MAX_NODE_TASKS = 256   # tasks of a node at most (its weights are held dense)
-MAX_PIECES = 80_000    # pieces (columns) of a node at most: a denser node is left as it is (traffic:btmz
-                       # 75k pieces, 2.9 s; add20/64 72k, 6.4 s; traffic:amg 677k, 69 s)
+MAX_PIECES = 80_000    # pieces (columns) of a node at most: a denser node is left as it is (with the branch and
+                       # bound: traffic:btmz 75k pieces 2.9 s, add20/64 72k 6.4 s, traffic:amg 677k 69 s)
 NODE_LIMIT = 2_000     # branch-and-bound nodes per solve
+COLUMNS_PER_TASK = 32  # column generation of the LP: the heaviest pieces to start from, and the most a round adds
+BRANCH_WORK = 20       # a branch and bound counts this many times its node's pieces on top of its LP: the pieces'
+                       # enumeration and the LP took 7-10e-6 s per piece (3elt/2048's, wing_nodal/256's, bcsstk33/128's
+                       # nodes, add20/64's, traffic:btmz's), the branch and bound where the LP was fractional 0.6-4e-4 s
 
 
 def connected_pieces(weights: np.ndarray, size: int, limit: float = MAX_PIECES) -> list[np.ndarray]:
@@ -71,42 +78,93 @@ def _piece_weights(weights: np.ndarray, piece: np.ndarray) -> np.ndarray:
     return out
 
 
-def best_split(weights: np.ndarray, levels: list[np.ndarray], a0: int, a1: int, deadline: Deadline | None = None,
-               node_limit: int = NODE_LIMIT, current: float | None = None):
-    """Groups (a list of a1 arrays of a0 local indices) keeping the most
-    weight inside them, built from the connected ``levels``
-    (``connected_pieces``), their inside weight and HiGHS's bound on it
-    (equal when proven optimal, higher where ``node_limit`` or the deadline
-    cut the search); None when no split was found in time, or when the LP
-    relaxation shows that none keeps more than ``current`` inside (then the
-    branch and bound, 1-10x the LP's time, is not run; asking HiGHS for a
-    better split instead, by a constraint on the objective, took 1.6x as
-    long over the benchmark rows)."""
-    deadline = Deadline.of(deadline)
+class SetPartitioning(NamedTuple):
+    """A node's set partitioning: the pieces (columns), their inside weights,
+    the cover rows (every task once) and the packing row."""
+    pieces: list
+    value: np.ndarray
+    cover: sp.csr_array
+    pack: np.ndarray
+
+
+def set_partitioning(weights: np.ndarray, levels: list[np.ndarray], a0: int) -> SetPartitioning:
+    """The model of a node (dense ``weights``) over its connected ``levels``
+    (``connected_pieces``)."""
     pieces = [row for level in levels for row in level]
     size = np.concatenate([np.full(level.shape[0], level.shape[1]) for level in levels])
     value = np.concatenate([_piece_weights(weights, level) for level in levels])
-    m = weights.shape[0]
     cols = np.repeat(np.arange(len(pieces)), size)
-    cover = sp.csr_array((np.ones(cols.size), (np.concatenate(pieces), cols)), shape=(m, len(pieces)))
+    cover = sp.csr_array((np.ones(cols.size), (np.concatenate(pieces), cols)), shape=(weights.shape[0], len(pieces)))
     # every piece of a0 - 1 tasks needs a single task beside it (a0 = 3, 4; any pieces pack into pairs)
     pack = ((size == 1).astype(float) - (size == a0 - 1))[None, :] if a0 > 2 else np.zeros((0, size.size))
-    if current is not None:  # the LP relaxation first: often no split beats the current one
-        lp = linprog(-value, A_ub=-pack, b_ub=np.zeros(pack.shape[0]), A_eq=cover, b_eq=np.ones(m), bounds=(0, 1),
-                     method="highs")
-        if lp.status == 0 and -lp.fun <= current * (1 + 1e-9) + 1e-9:
-            return None
+    return SetPartitioning(pieces, value, cover, pack)
+
+
+def _split(model: SetPartitioning, x: np.ndarray, a0: int, a1: int):
+    chosen = np.flatnonzero(x > 0.5)
+    return _pack([model.pieces[i] for i in chosen], a0, a1), float(model.value[chosen].sum())
+
+
+def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | None = None):
+    """The LP relaxation: (its bound on the weight inside the groups, the
+    groups and their inside weight when the LP's optimum is integral (then
+    they are optimal), else None); (None, None) when the LP was not solved.
+    Often it shows that no split beats the current one, or is the optimum
+    itself (traffic:btmz, bcsstk33/128).  Solved by column generation: the
+    LP over every single and the heaviest pieces, then again with the
+    pieces whose reduced cost (from its duals) says they would raise it,
+    until none would: the LP over all pieces, 4-18x faster than solving it
+    at once on the dense nodes of add20/64, bcsstk33/128 and the traffic
+    matrices."""
+    deadline = Deadline.of(deadline)
+    m, n = model.cover.shape
+    chunk = COLUMNS_PER_TASK * m
+    active = np.zeros(n, dtype=bool)
+    active[np.diff(model.cover.tocsc().indptr) == 1] = True  # the singles: a split always exists
+    active[np.argsort(-model.value, kind="stable")[:chunk]] = True
+    across = model.cover.T.tocsr()
+    tolerance = 1e-9 * max(1.0, float(np.abs(model.value).max(initial=0.0)))
+    while True:
+        if deadline.expired():
+            return None, None
+        cols = np.flatnonzero(active)
+        # dual simplex without presolve: 0.7-0.9x HiGHS's default choice on these LPs
+        options = {"presolve": False}
+        if deadline.end is not None:
+            options["time_limit"] = max(deadline.remaining(), 1e-3)
+        lp = linprog(-model.value[cols], A_ub=-model.pack[:, cols], b_ub=np.zeros(model.pack.shape[0]),
+                     A_eq=model.cover[:, cols], b_eq=np.ones(m), bounds=(0, None), method="highs-ds", options=options)
+        if lp.status != 0:
+            return None, None
+        reduced = -model.value - across @ lp.eqlin.marginals + model.pack.T @ lp.ineqlin.marginals
+        reduced[active] = 0.0
+        better = np.flatnonzero(reduced < -tolerance)
+        if better.size == 0:
+            break
+        active[better[np.argsort(reduced[better], kind="stable")[:chunk]]] = True
+    x = np.zeros(n)
+    x[cols] = lp.x
+    integral = np.all(np.abs(x - np.round(x)) < 1e-7)
+    return -float(lp.fun), (_split(model, x, a0, a1) if integral else None)
+
+
+def best_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | None = None,
+               node_limit: int = NODE_LIMIT):
+    """Groups (a list of a1 arrays of a0 local indices) keeping the most
+    weight inside them, their inside weight and HiGHS's bound on it (equal
+    when proven optimal, higher where ``node_limit`` or the deadline cut
+    the branch and bound); None when no split was found in time."""
+    deadline = Deadline.of(deadline)
     options = {"node_limit": node_limit, "presolve": False}  # presolve took 9x the solve on 35k pieces
     if deadline.end is not None:
         options["time_limit"] = max(deadline.remaining(), 1e-3)
-    rules = [LinearConstraint(cover, 1, 1), LinearConstraint(pack, 0, np.inf)]
-    res = milp(-value, constraints=rules, integrality=np.ones(len(pieces)), bounds=Bounds(0, 1), options=options)
+    rules = [LinearConstraint(model.cover, 1, 1), LinearConstraint(model.pack, 0, np.inf)]
+    res = milp(-model.value, constraints=rules, integrality=np.ones(len(model.pieces)), bounds=Bounds(0, 1),
+               options=options)
     if res.x is None:
         return None
-    chosen = np.flatnonzero(res.x > 0.5)
-    inside = float(value[chosen].sum())
-    bound = inside if res.status == 0 else max(-float(res.mip_dual_bound), inside)
-    return _pack([pieces[i] for i in chosen], a0, a1), inside, bound
+    groups, inside = _split(model, res.x, a0, a1)
+    return groups, inside, (inside if res.status == 0 else max(-float(res.mip_dual_bound), inside))
 
 
 def _pack(pieces: list[np.ndarray], a0: int, a1: int) -> list[np.ndarray]:
@@ -123,16 +181,18 @@ def _pack(pieces: list[np.ndarray], a0: int, a1: int) -> list[np.ndarray]:
     return groups
 
 
-def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_pieces: int | None = None,
+def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_work: float | None = None,
                        deadline: Deadline | None = None) -> tuple[np.ndarray, float, int]:
     """Full nodes' tasks split optimally into their leaf groups, the nodes
-    with the most weight between their groups first, while the pieces
-    solved stay within ``max_pieces`` (a node that does not fit is passed
-    over, and one of more than MAX_PIECES pieces always); returns the mapping,
-    the J removed and the pieces solved (the work done).  A task that stays
-    in its group keeps its PE; nothing moves between nodes.  One-to-one on
-    a uniform tree whose groups hold 2..MAX_GROUP cores; otherwise the
-    mapping comes back unchanged."""
+    with the most weight between their groups first, while the work stays
+    within ``max_work`` (a node's pieces for its LP relaxation, BRANCH_WORK
+    times as many more for a branch and bound where the LP is fractional;
+    a node or a branch and bound that does not fit is passed over, a node
+    of more than MAX_PIECES pieces always); returns the mapping, the J
+    removed and the work done.  A task that stays in its group keeps its
+    PE; nothing moves between nodes.  One-to-one on a uniform tree whose
+    groups hold 2..MAX_GROUP cores; otherwise the mapping comes back
+    unchanged."""
     deadline = Deadline.of(deadline)
     pe = np.asarray(pe_of_task, dtype=np.int64).copy()
     shape = leaf_groups(topology)
@@ -149,11 +209,11 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
     between = (node[rows] == node[adj.indices]) & (pe[rows] // a0 != pe[adj.indices] // a0)
     loss = np.bincount(node[rows][between], weights=adj.data[between], minlength=node.max() + 1)
     order = full[np.argsort(-loss[full], kind="stable")]
-    removed, pieces = 0.0, 0
+    removed, work = 0.0, 0
     for p in order[loss[order] > 0]:
         if deadline.expired():
             break
-        room = MAX_PIECES if max_pieces is None else min(MAX_PIECES, max_pieces - pieces)
+        room = MAX_PIECES if max_work is None else min(MAX_PIECES, max_work - work)
         if room < per_node:
             break
         tasks = np.flatnonzero(node == p)
@@ -162,17 +222,26 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         levels = connected_pieces(weights, a0, limit=room)
         if len(levels) < a0:
             continue                                    # too dense, or more than the budget has left
-        pieces += sum(level.shape[0] for level in levels)
+        model = set_partitioning(weights, levels, a0)
+        size = len(model.pieces)
+        work += size
         old_group = np.arange(per_node) // a0            # local task i sits in local group i // a0
         now_inside = float(np.sum(np.triu(weights, 1)[old_group[:, None] == old_group[None, :]]))
-        found = best_split(weights, levels, a0, a1, deadline, current=now_inside)
-        if found is None:
-            continue
-        groups, inside, _ = found
+        bound, found = relaxed_split(model, a0, a1, deadline)
+        if bound is None or bound <= now_inside * (1 + 1e-9) + 1e-9:
+            continue                                    # no split keeps more inside
+        if found is None:                               # a fractional LP: the branch and bound, if it fits
+            if max_work is not None and max_work - work < BRANCH_WORK * size:
+                continue
+            work += BRANCH_WORK * size
+            found = best_split(model, a0, a1, deadline)
+            if found is None:
+                continue
+        groups, inside = found[:2]
         if inside > now_inside * (1 + 1e-12):
             pe[tasks] = _regroup(pe[tasks], groups, old_group, a0, a1)
             removed += factor * (inside - now_inside)
-    return pe, removed, pieces
+    return pe, removed, work
 
 
 def _regroup(local_pe: np.ndarray, groups: list[np.ndarray], old_group: np.ndarray, a0: int, a1: int):
