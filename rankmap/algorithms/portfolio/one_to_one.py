@@ -114,7 +114,8 @@ SEARCH_SHARE = 0.3    # ... later ones leave this share of the budget to the ite
 CYCLE_SHARE = 0.1     # the cyclic exchanges after the search: this share of the budget on top of it ...
 MIN_CYCLE_ROUNDS = 4  # ... and at least this many rounds (a round that finds no cycle ends them)
 EXACT_SHARE = 0.2     # the exact split of nodes into leaf groups after the cycles: this share on top ...
-MIN_EXACT_WORK = MAX_PIECES  # ... and at least the LP of one node as dense as it takes
+MIN_EXACT_WORK = 2 * MAX_PIECES  # ... and at least this much: the LPs of two nodes as dense as it takes, or three
+                                 # branch and bounds of a mesh node (half of it left uk/2048 +0.18 %, add32/512 +0.14 %)
 _PER_PIECE = 1e-5     # ... one unit of its work, a piece (column) of a node's LP relaxation with its enumeration
                       # (7-10e-6 s; a branch and bound counts BRANCH_WORK units per piece on top: refine/exact_groups.py)
 REBISECT_SHARE = 0.1  # the node-pair re-bisection after the search: this share of the budget on top ...
