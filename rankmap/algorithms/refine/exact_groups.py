@@ -60,7 +60,10 @@ def connected_pieces(weights: np.ndarray, size: int, limit: float = MAX_PIECES) 
         if total + r.size / (cur.shape[1] + 1) > limit:  # a set of k tasks is grown from at most k others
             break
         grown = np.sort(np.hstack([cur[r], c[:, None]]), axis=1)
-        grown = np.unique(grown, axis=0) if grown.size else grown.reshape(0, cur.shape[1] + 1)
+        # one integer per set (at most 4 tasks of at most MAX_NODE_TASKS: below 2^32), in the sets' lexicographic
+        # order: np.unique on rows took 10x as long (2.5 s of bcsstk33/1024's 7 s)
+        key = grown @ (m ** np.arange(grown.shape[1] - 1, -1, -1, dtype=np.int64))
+        grown = grown[np.unique(key, return_index=True)[1]]
         total += grown.shape[0]
         if total > limit:
             break
