@@ -577,9 +577,10 @@ def run_many_to_one(args, scotch):
     print(f"auto many-to-one over {r.size} instances: geomean J/best-peer "
           f"{math.exp(np.mean(np.log(r))):.4f}  best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  "
           f"worst {r.max():.4f}  geomean time/fastest peer {math.exp(np.mean(np.log(times))):.2f}")
-    r = np.asarray(ml_ratios or [math.nan])
-    print(f"multilevel many-to-one: geomean J/best-peer {math.exp(np.mean(np.log(r))):.4f}  "
-          f"best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  worst {r.max():.4f}")
+    if ml_ratios:  # not when --skip multilevel
+        r = np.asarray(ml_ratios)
+        print(f"multilevel many-to-one: geomean J/best-peer {math.exp(np.mean(np.log(r))):.4f}  "
+              f"best-or-tied(<=1.0005) {np.mean(r <= TIED) * 100:.1f}%  worst {r.max():.4f}")
     if match:
         print(f"auto-match (smallest ladder budget whose J ties or beats the best peer): geomean time/fastest peer "
               f"{math.exp(np.mean(np.log([t for t, _ in match]))):.2f}; budgets "
