@@ -140,6 +140,26 @@ def test_a_fractional_lp_branches_only_where_the_work_pays():
     assert removed == pytest.approx(mapping_cost(graph, topo, start) - mapping_cost(graph, topo, pe))
 
 
+def test_the_branch_and_bound_goes_to_the_node_whose_lp_promises_most():
+    """Two nodes of two triangles on pairs of cores, both LPs fractional.
+    Node A (triangles of 10 and a bridge, one edge of each inside now)
+    has more weight between its groups, node B (triangles of 4, nothing
+    inside now) the larger gap between LP and now (12 against 10, and 8
+    to win against 1): with work for both LPs and one branch and bound,
+    B gets it."""
+    edges = [(0, 1, 10), (1, 2, 10), (0, 2, 10), (3, 4, 10), (4, 5, 10), (3, 5, 10), (2, 3, 1)]
+    edges += [(6 + u, 6 + v, 4) for u, v in [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)]]
+    graph, topo = _node_graph(edges, 12), hierarchy_topology([2, 3, 2], [1.0, 10.0, 100.0])
+    start = np.array([0, 1, 4, 2, 3, 5, 6, 8, 10, 7, 9, 11])  # A: {0, 1} {3, 4} {2, 5}; B: {6, 9} {7, 10} {8, 11}
+    w = graph.symmetric.toarray()
+    pieces_a = sum(level.shape[0] for level in connected_pieces(w[:6, :6], 2))
+    pieces_b = sum(level.shape[0] for level in connected_pieces(w[6:, 6:], 2))
+    pe, removed, work = exact_group_refine(graph, topo, start, max_work=pieces_a + pieces_b + BRANCH_WORK * pieces_a)
+    assert work == pieces_a + pieces_b + BRANCH_WORK * pieces_b
+    assert np.array_equal(pe[:6], start[:6]) and not np.array_equal(pe[6:], start[6:])
+    assert removed == pytest.approx(mapping_cost(graph, topo, start) - mapping_cost(graph, topo, pe)) and removed > 0
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_column_generation_reaches_the_lp_over_all_pieces(seed, monkeypatch):
     """With one piece per task per round the LP takes several rounds; its
