@@ -217,6 +217,7 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
     order = full[np.argsort(-loss[full], kind="stable")]
     removed, work = 0.0, 0
     old_group = np.arange(per_node) // a0               # local task i sits in local group i // a0
+    same = np.triu(old_group[:, None] == old_group[None, :], 1)
     fractional = []                                     # (bound - inside now, node, pieces) for the branch and bound
     for p in order[loss[order] > 0]:                    # the LPs first: an integral optimum is the split
         if deadline.expired():
@@ -224,13 +225,12 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         room = MAX_PIECES if max_work is None else min(MAX_PIECES, max_work - work)
         if room < per_node:
             break
-        tasks, weights = _node(adj, node, pe, p)
+        tasks, weights, now_inside = _node(adj, node, pe, p, same)
         levels = connected_pieces(weights, a0, limit=room)
         if len(levels) < a0:
             continue                                    # too dense, or more than the budget has left
         model = set_partitioning(weights, levels, a0)
         work += len(model.pieces)
-        now_inside = float(np.sum(np.triu(weights, 1)[old_group[:, None] == old_group[None, :]]))
         bound, found = relaxed_split(model, a0, a1, deadline)
         if bound is None or bound <= now_inside * (1 + 1e-9) + 1e-9:
             continue                                    # no split keeps more inside
@@ -245,20 +245,22 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         if max_work is not None and max_work - work < BRANCH_WORK * size:
             continue
         work += BRANCH_WORK * size
-        tasks, weights = _node(adj, node, pe, p)
+        # the model again (1-10 % of the branch and bound's time), not every fractional node's held since its LP
+        tasks, weights, now_inside = _node(adj, node, pe, p, same)
         found = best_split(set_partitioning(weights, connected_pieces(weights, a0, limit=MAX_PIECES), a0), a0, a1,
                            deadline)
         if found is not None:
-            now_inside = float(np.sum(np.triu(weights, 1)[old_group[:, None] == old_group[None, :]]))
             removed += factor * _apply(pe, tasks, found[:2], now_inside, old_group, a0, a1)
     return pe, removed, work
 
 
-def _node(adj, node: np.ndarray, pe: np.ndarray, p: int):
-    """Tasks of node ``p`` in PE order and their dense weights."""
+def _node(adj, node: np.ndarray, pe: np.ndarray, p: int, same: np.ndarray):
+    """Tasks of node ``p`` in PE order, their dense weights and the weight
+    inside their groups now (``same``: pairs of local indices in one group)."""
     tasks = np.flatnonzero(node == p)
     tasks = tasks[np.argsort(pe[tasks])]
-    return tasks, adj[tasks][:, tasks].toarray()
+    weights = adj[tasks][:, tasks].toarray()
+    return tasks, weights, float(weights[same].sum())
 
 
 def _apply(pe: np.ndarray, tasks: np.ndarray, found, now_inside: float, old_group, a0: int, a1: int) -> float:
