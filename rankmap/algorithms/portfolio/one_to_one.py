@@ -117,7 +117,9 @@ EXACT_SHARE = 0.2     # the exact split of nodes into leaf groups after the cycl
 MIN_EXACT_WORK = 2 * MAX_PIECES  # ... and at least this much: the LPs of two nodes as dense as it takes, or three
                                  # branch and bounds of a mesh node (half of it left uk/2048 +0.18 %, add32/512 +0.14 %)
 _PER_PIECE = 1e-5     # ... one unit of its work, a piece (column) of a node's LP relaxation with its enumeration
-                      # (7-10e-6 s; a branch and bound counts BRANCH_WORK units per piece on top: refine/exact_groups.py)
+                      # (5-8e-6 s on mesh nodes of 2-18k pieces, where the LP's 10-15 ms a node weigh most, 2-3e-6 s on
+                      # dense ones of 70k; a branch and bound counts BRANCH_WORK units per piece on top, see
+                      # refine/exact_groups.py)
 REBISECT_SHARE = 0.1  # the node-pair re-bisection after the search: this share of the budget on top ...
 MIN_REBISECT_PAIRS = 1  # ... and at least the heaviest pair up to N2_MAX_TASKS tasks ...
 REBISECT_PRESET, REBISECT_SEEDS = "eco", 3  # ... each by KaHIP eco with this many seeds (with the slack of

@@ -40,7 +40,7 @@ MAX_PIECES = 80_000    # pieces (columns) of a node at most: a denser node is le
 NODE_LIMIT = 2_000     # branch-and-bound nodes per solve
 COLUMNS_PER_TASK = 32  # column generation of the LP: the heaviest pieces to start from, and the most a round adds
 BRANCH_WORK = 20       # a branch and bound counts this many times its node's pieces on top of its LP: the pieces'
-                       # enumeration and the LP took 7-10e-6 s per piece (3elt/2048's, wing_nodal/256's, bcsstk33/128's
+                       # enumeration and the LP took 2-8e-6 s per piece (3elt/2048's, wing_nodal/256's, bcsstk33/128's
                        # nodes, add20/64's, traffic:btmz's), the branch and bound where the LP was fractional 0.6-4e-4 s
 
 
@@ -82,30 +82,38 @@ def _piece_weights(weights: np.ndarray, piece: np.ndarray) -> np.ndarray:
 
 
 class SetPartitioning(NamedTuple):
-    """A node's set partitioning: the pieces (columns), their inside weights,
-    the cover rows (every task once) and the packing row."""
-    pieces: list
+    """A node's set partitioning: the pieces (columns; ``levels`` as from
+    ``connected_pieces``, numbered level after level), their inside
+    weights, the cover rows (every task once) and the packing row."""
+    levels: list[np.ndarray]
     value: np.ndarray
     cover: sp.csr_array
     pack: np.ndarray
+
+    def piece(self, i: int) -> np.ndarray:
+        for level in self.levels:
+            if i < level.shape[0]:
+                return level[i]
+            i -= level.shape[0]
+        raise IndexError(i)
 
 
 def set_partitioning(weights: np.ndarray, levels: list[np.ndarray], a0: int) -> SetPartitioning:
     """The model of a node (dense ``weights``) over its connected ``levels``
     (``connected_pieces``)."""
-    pieces = [row for level in levels for row in level]
     size = np.concatenate([np.full(level.shape[0], level.shape[1]) for level in levels])
     value = np.concatenate([_piece_weights(weights, level) for level in levels])
-    cols = np.repeat(np.arange(len(pieces)), size)
-    cover = sp.csr_array((np.ones(cols.size), (np.concatenate(pieces), cols)), shape=(weights.shape[0], len(pieces)))
+    tasks = np.concatenate([level.ravel() for level in levels])  # piece after piece
+    cover = sp.csr_array((np.ones(tasks.size), (tasks, np.repeat(np.arange(size.size), size))),
+                         shape=(weights.shape[0], size.size))
     # every piece of a0 - 1 tasks needs a single task beside it (a0 = 3, 4; any pieces pack into pairs)
     pack = ((size == 1).astype(float) - (size == a0 - 1))[None, :] if a0 > 2 else np.zeros((0, size.size))
-    return SetPartitioning(pieces, value, cover, pack)
+    return SetPartitioning(levels, value, cover, pack)
 
 
 def _split(model: SetPartitioning, x: np.ndarray, a0: int, a1: int):
     chosen = np.flatnonzero(x > 0.5)
-    return _pack([model.pieces[i] for i in chosen], a0, a1), float(model.value[chosen].sum())
+    return _pack([model.piece(i) for i in chosen], a0, a1), float(model.value[chosen].sum())
 
 
 def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | None = None):
@@ -162,7 +170,7 @@ def best_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | No
     if deadline.end is not None:
         options["time_limit"] = max(deadline.remaining(), 1e-3)
     rules = [LinearConstraint(model.cover, 1, 1), LinearConstraint(model.pack, 0, np.inf)]
-    res = milp(-model.value, constraints=rules, integrality=np.ones(len(model.pieces)), bounds=Bounds(0, 1),
+    res = milp(-model.value, constraints=rules, integrality=np.ones(model.value.size), bounds=Bounds(0, 1),
                options=options)
     if res.x is None:
         return None
@@ -230,12 +238,12 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         if len(levels) < a0:
             continue                                    # too dense, or more than the budget has left
         model = set_partitioning(weights, levels, a0)
-        work += len(model.pieces)
+        work += model.value.size
         bound, found = relaxed_split(model, a0, a1, deadline)
         if bound is None or bound <= now_inside * (1 + 1e-9) + 1e-9:
             continue                                    # no split keeps more inside
         if found is None:
-            fractional.append((bound - now_inside, p, len(model.pieces)))
+            fractional.append((bound - now_inside, p, model.value.size))
             continue
         removed += factor * _apply(pe, tasks, found, now_inside, old_group, a0, a1)
     # then the branch and bounds, the node whose LP promises most first, while the work pays for them
