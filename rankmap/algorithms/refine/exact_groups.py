@@ -91,6 +91,7 @@ class SetPartitioning(NamedTuple):
     pack: np.ndarray
 
     def piece(self, i: int) -> np.ndarray:
+        """The local tasks of column ``i`` (a split chooses at most a node's tasks' worth)."""
         for level in self.levels:
             if i < level.shape[0]:
                 return level[i]
