@@ -498,9 +498,9 @@ def cycle_exchanges(graph, topology, pe_of_task, j: float, budget: float, seed: 
 
 def exact_groups(graph, topology, pe_of_task, j: float, budget: float, seed: int, deadline: Deadline):
     """The optimal split of the nodes' tasks into their leaf groups
-    (``refine/exact_groups.py``), the nodes with the most weight between
-    their groups first, as many as ``budget`` (estimated seconds) pays for
-    (at least MIN_EXACT_WORK: on data/64 and crack/64 it found the
+    (``refine/exact_groups.py``: every node's LP, then branch and bounds
+    where it is fractional), as much as ``budget`` (estimated seconds) pays
+    for (at least MIN_EXACT_WORK: on data/64 and crack/64 it found the
     optimum, 0.3 % and 0.1 % below what the swaps, kicks and cycles had
     stopped at, on traffic:btmz 0.6 % below, where the LP's optimum is
     integral), then swap refinement around the moved tasks; returns the
