@@ -5,8 +5,9 @@ import pytest
 
 from rankmap.algorithms import map_tasks
 from rankmap.algorithms.portfolio.one_to_one import (DEFAULT_EFFORT, N2_MAX_TASKS, REBISECT_PRESET, REBISECT_SEEDS,
-                                                     _rebisect_pair_cost, _scan_seconds, budget_of, budget_seconds,
-                                                     iterated_search, kick, plan, rebisect_heaviest)
+                                                     _multisection_cost, _mtkahypar_top_cost, _rebisect_pair_cost,
+                                                     _scan_seconds, budget_of, budget_seconds, iterated_search, kick,
+                                                     plan, rebisect_heaviest)
 from rankmap.algorithms.refine import rebisect
 from rankmap.algorithms.refine.swaps import refine_around, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
@@ -55,11 +56,29 @@ def test_default_budget_follows_the_instance_and_plans_the_multilevel_start_earl
     assert default < budget_of(big, big_topo, None) <= budget_seconds(None)  # more work, more time, capped
     starts, spent = plan(g, topo, None)
     names = [(name, o.get("backend"), o.get("rebisect")) for name, o, _ in starts]
-    assert names[:3] == [("multisection", "kahip", None), ("identity", None, None), ("multilevel", None, None)]
+    assert names[:3] == [("multisection", "both", None), ("identity", None, None), ("multilevel", None, None)]
     assert "greedy_allc" not in [name for name, _, _ in plan(g, topo, 1000.0)[0]]
     assert spent <= default * (1 + 1e-9) and DEFAULT_EFFORT > 1
     # the re-bisection of node pairs is a start when a budget pays for it
     assert any(o.get("rebisect") == "strong" for _, o, _ in plan(g, topo, 1000.0)[0])
+
+
+def test_the_first_start_tries_mtkahypar_at_a_top_cut_between_nodes():
+    # the top cut weighs most in J; on add32 at 2048 tasks Mt-KaHyPar's cut into the 32 nodes was 17 %
+    # below KaHIP eco's: the first start tries both there, and the default budget pays for the extra call
+    g = grid_graph(12, 12)
+    nodes = hierarchy_topology([4, 4, 9], [1, 10, 100])
+    first = plan(g, nodes, None)[0][0]
+    assert first[0] == "multisection" and first[1]["backend"] == "both" and first[1]["tries"] == 2
+    assert first[1]["deterministic"]  # Mt-KaHyPar's repeatable preset: auto stays deterministic
+    extra = _mtkahypar_top_cost(g, nodes)
+    assert extra > 0 and first[2] == pytest.approx(_multisection_cost(g, nodes, "kahip", "fast") + extra)
+    # one node: its top cut is between the groups of cores, which the exact split makes optimally
+    one = hierarchy_topology([4, 16, 1], [1, 10, 100])
+    tasks = grid_graph(8, 8)
+    assert plan(tasks, one, None)[0][0][1]["backend"] == "kahip" and _mtkahypar_top_cost(tasks, one) == 0.0
+    a = map_tasks(g, nodes, method="auto", seed=1).pe_of_task
+    assert np.array_equal(a, map_tasks(g, nodes, method="auto", seed=1).pe_of_task)
 
 
 def test_beyond_n2_the_default_budget_starts_with_eco_and_pays_for_the_vcycles():
@@ -69,7 +88,7 @@ def test_beyond_n2_the_default_budget_starts_with_eco_and_pays_for_the_vcycles()
     assert [(name, o.get("preset")) for name, o, _ in starts[:3]] == [("multisection", "eco"), ("identity", None),
                                                                        ("multilevel", None)]
     assert spent <= budget_of(large, topo, None) * (1 + 1e-9)
-    kahip = [o["preset"] for _, o, _ in plan(large, topo, 1000.0)[0] if o.get("backend") == "kahip"]
+    kahip = [o["preset"] for _, o, _ in plan(large, topo, 1000.0)[0] if o.get("backend") in ("kahip", "both")]
     assert kahip[0] == "eco" and kahip.count("eco") == 1  # not a second time further down
     # a budget that cannot pay for eco and the V-cycles, or up to N2_MAX_TASKS tasks: KaHIP fast first
     assert plan(large, topo, 1.0)[0][0][1]["preset"] == "fast"
@@ -201,7 +220,8 @@ def test_the_better_of_the_first_start_and_the_given_order_is_refined_first(data
     g = model_graph(read_graph(str(data_dir / "graphs/3elt.graph")), 512, seed=0)
     topo = hierarchy_topology([4, 16, 8], [1, 10, 100])
     given = mapping_cost(g, topo, np.arange(g.n))
-    first = map_tasks(g, topo, method="multisection", preset="fast", backend="kahip", seed=0).pe_of_task
+    first = map_tasks(g, topo, method="multisection", preset="fast", backend="both", tries=2, deterministic=True,
+                      seed=0).pe_of_task  # auto's first start here
     assert mapping_cost(g, topo, first) > given
     refined, original = [], one_to_one._refine_start
     monkeypatch.setattr(one_to_one, "_refine_start",

@@ -100,6 +100,34 @@ def test_steiner_maps_subtrees_with_mtkahypar_one_to_one_and_balanced():
     assert balance_report(many.pe_of_task, w, 16, 0.03)["balanced"]
 
 
+@pytest.mark.parametrize("graph,arities", [("delaunay_n10", [4, 4, 8]), ("3elt", [4, 16, 4])])
+def test_both_backends_keep_the_lower_top_cut(graph, arities):
+    """backend="both" with two tries: KaHIP (the seed) and Mt-KaHyPar (the
+    next seed) each cut the top level and the lower cut is kept; below it one
+    try.  Neither backend's top cut is always the lower (auto's first start)."""
+    from rankmap.formats.registry import read_graph
+    from rankmap.modelgen import model_graph
+
+    topo = hierarchy_topology(arities, [1, 10, 100])
+    g = model_graph(read_graph(f"tests/data/graphs/{graph}.graph"), topo.n_pes, seed=0)
+    sym, size = g.symmetric.tocoo(), topo.n_pes // arities[-1]
+
+    def top_cut(pe):
+        return sym.data[pe[sym.row] // size != pe[sym.col] // size].sum() / 2
+
+    winners = set()
+    for seed in range(2):
+        both = map_tasks(g, topo, method="multisection", seed=seed, backend="both", tries=2, deterministic=True,
+                         preset="fast").pe_of_task
+        kahip = map_tasks(g, topo, method="multisection", seed=seed, preset="fast").pe_of_task
+        mtk = map_tasks(g, topo, method="multisection", seed=seed + 1, backend="mtkahypar", deterministic=True,
+                        preset="fast").pe_of_task
+        assert sorted(both.tolist()) == list(range(topo.n_pes))
+        assert top_cut(both) == min(top_cut(kahip), top_cut(mtk))
+        winners.add("kahip" if top_cut(kahip) < top_cut(mtk) else "mtkahypar" if top_cut(mtk) < top_cut(kahip) else "")
+    assert winners - {""}  # the two differ here: the test tells which was kept
+
+
 def test_workers_give_the_same_mapping(monkeypatch):
     """Subtrees multisected in worker processes: the same result as in one
     process (a sub-problem's seed depends on its tree node, not on the
