@@ -269,3 +269,26 @@ def test_a_steiner_call_the_deadline_cannot_afford_is_not_made(monkeypatch):
         pe = ms.multisection_map(g, topo, preset="fast", backend="mtkahypar", steiner=True, deadline=d)
         assert d.hit == bool(price) and calls == made
         assert sorted(pe.tolist()) == list(range(256))
+
+
+def test_mtkahypars_start_counts_against_the_deadline_on_its_first_call(monkeypatch):
+    # its import and thread pool (MTKAHYPAR_START) cannot be cut: with less time left than that in a process
+    # that has not started it, the first start of auto (both backends at the top) keeps KaHIP's cut alone
+    from rankmap.algorithms.construct import multisection as ms
+    from rankmap.algorithms.construct import partition
+    from rankmap.deadline import Deadline
+
+    backends = []
+    real = ms.partition_graph
+    monkeypatch.setattr(ms, "partition_graph", lambda *a, **k: backends.append(k["backend"]) or real(*a, **k))
+    monkeypatch.setattr(ms, "partition_seconds", lambda *a: 0.0)
+    monkeypatch.setattr(partition, "MTKAHYPAR_START", 3600.0)
+    g = grid_graph(16, 16)
+    topo = hierarchy_topology([4, 16, 4], [1, 10, 100])
+    for started, tried in ((False, {"kahip"}), (True, {"kahip", "mtkahypar"})):
+        monkeypatch.setattr(partition, "mtkahypar_started", lambda started=started: started)
+        backends.clear()
+        d = Deadline(600.0)
+        pe = ms.multisection_map(g, topo, preset="fast", backend="both", tries=2, deterministic=True, deadline=d)
+        assert set(backends) == tried and d.hit != started
+        assert sorted(pe.tolist()) == list(range(256))

@@ -42,7 +42,8 @@ from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
 from .. import register
 from ..pool import fork_server_pool, without_main
-from .partition import BACKENDS, mtkahypar_map, partition_graph, partition_seconds, repair_balance, steiner_seconds
+from .partition import (BACKENDS, first_call_seconds, mtkahypar_map, partition_graph, partition_seconds,
+                        repair_balance, steiner_seconds)
 
 
 def _height(topology: Topology) -> np.ndarray:
@@ -273,7 +274,8 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
         adj = sym[tasks][:, tasks]
         ws = w[tasks]
         lo, hi = topology.leaf_range(node)
-        if s.steiner and s.height[node] > 1 and hi - lo <= 64 and deadline.allows(steiner_seconds(adj.nnz)):
+        if s.steiner and s.height[node] > 1 and hi - lo <= 64 \
+                and deadline.allows(steiner_seconds(adj.nnz) + first_call_seconds("mtkahypar")):
             # Mt-KaHyPar maps the rest of this subtree in one call (one that cannot end
             # before the deadline is not made: this subtree is split as without steiner)
             c_sub = float(ws.sum())
@@ -350,12 +352,14 @@ def _grouped_partition(call, adj, ws: np.ndarray, targets: np.ndarray, capacity:
     then each group's tasks into its targets, recursively.  One call into
     2048 parts of a 2^17-task stencil took 14 s (KaHIP fast), into 32
     groups 0.9 s: the partitioner's cost grows with the parts.  Every
-    call is priced first (``partition_seconds``); one the ``deadline``
+    call is priced first (``partition_seconds``, and Mt-KaHyPar's start on
+    its first call in the process); one the ``deadline``
     does not allow, and every call after it, gives the in-order split
     instead (``_in_order_blocks``), so no partitioning call runs past it."""
     n, c = adj.shape[0], targets.size
     if c <= FANOUT_MAX:
-        if deadline.expired() or not deadline.allows(partition_seconds(n, adj.nnz, c, *kind)):
+        if deadline.expired() or not deadline.allows(partition_seconds(n, adj.nnz, c, *kind)
+                                                     + first_call_seconds(kind[0])):
             return _in_order_blocks(ws, targets)
         return call(adj, ws, targets, seed)
     size = -(-c // FANOUT_MAX)  # targets per group

@@ -161,6 +161,14 @@ def mtkahypar_started() -> bool:
 MTKAHYPAR_START = 0.5  # its import and thread pool: 0.2-0.6 s wall at load ~20 on the 2-core machine
 
 
+def first_call_seconds(backend: str) -> float:
+    """Seconds the first call of ``backend`` ("both": either) in this process
+    pays before it partitions anything: Mt-KaHyPar's import and thread pool,
+    which no deadline can cut.  For deadline checks only: a price that
+    depended on what the process ran before would make plans differ."""
+    return MTKAHYPAR_START if backend in ("mtkahypar", "both") and not mtkahypar_started() else 0.0
+
+
 def _mtk_preset(preset: str, deterministic: bool):
     """Mt-KaHyPar's preset for ours.  Its other presets are not repeatable
     within one process: the same call with the same seed (1 thread) cut uk

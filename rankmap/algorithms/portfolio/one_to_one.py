@@ -492,9 +492,9 @@ def _first_use(opts: dict) -> float:
     """Seconds a start pays once per process before it partitions anything:
     Mt-KaHyPar's import and thread pool (uninterruptible, so priced before
     a deadline lets the start run)."""
-    from ..construct.partition import MTKAHYPAR_START, mtkahypar_started
+    from ..construct.partition import first_call_seconds
 
-    return MTKAHYPAR_START if opts.get("backend") in ("mtkahypar", "both") and not mtkahypar_started() else 0.0
+    return first_call_seconds(opts.get("backend", ""))
 
 
 def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed: int, deadline: Deadline):
