@@ -349,7 +349,7 @@ def _top_above_groups(topology) -> bool:
     """Whether the top cut separates subtrees that are split at least twice
     more (nodes of groups of cores), not the groups of one node, which
     the exact split (``exact_groups``) already makes optimally: on the one-node
-    models Mt-KaHyPar's try changed no J and cost 40 % more time."""
+    models Mt-KaHyPar's try changed no J and took a third more time."""
     return topology.max_depth - int(topology.node_depth[_top_split_node(topology)]) >= 3
 
 
