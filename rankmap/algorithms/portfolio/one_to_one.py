@@ -3,9 +3,9 @@
 Starts, each followed by swap refinement, cheap first: multisection fast
 with KaHIP (beyond N2_MAX_TASKS tasks eco, where the budget also pays for
 the V-cycles: ``_eco_first``; its top cut between nodes tried by
-Mt-KaHyPar as well, the lower kept: ``_top_by_both``), the given order (identity: when the tasks are blocks numbered
-by a recursive bisection, as in model creation, it is often the best
-start), multilevel V-cycles on the best of these
+Mt-KaHyPar as well, the lower kept: ``_top_by_both``), the given order
+(identity: when the tasks are blocks numbered by a recursive bisection, as
+in model creation, it is often the best start), multilevel V-cycles on the best of these
 (``construct/multilevel.py``: FM exchanges of task groups between nodes,
 which no swap sequence makes), KaHIP strong re-bisection of the heaviest
 pairs of nodes (``refine/rebisect.py``; as many pairs as the budget pays
