@@ -9,8 +9,8 @@ import scipy.sparse as sp
 from rankmap.algorithms import map_tasks
 from rankmap.algorithms.portfolio.one_to_one import exact_groups
 from rankmap.algorithms.refine import exact_groups as exact_groups_module
-from rankmap.algorithms.refine.exact_groups import (BRANCH_WORK, connected_pieces, exact_group_refine, relaxed_split,
-                                                     set_partitioning)
+from rankmap.algorithms.refine.exact_groups import (BRANCH_WORK, best_split, connected_pieces, exact_group_refine,
+                                                     relaxed_split, set_partitioning)
 from rankmap.cost import mapping_cost
 from rankmap.deadline import Deadline
 from rankmap.graph import CommGraph
@@ -170,11 +170,32 @@ def test_column_generation_reaches_the_lp_over_all_pieces(seed, monkeypatch):
     w = _random_graph(24, 0.4, seed).symmetric.toarray()
     model = set_partitioning(w, connected_pieces(w, 4), 4)
     whole = linprog(-model.value, A_ub=-model.pack, b_ub=[0.0], A_eq=model.cover, b_eq=np.ones(24), bounds=(0, 1))
-    bound, found = relaxed_split(model, 4, 6)
+    bound, found, _ = relaxed_split(model, 4, 6)
     assert bound == pytest.approx(-whole.fun)
     if found is not None:  # an integral optimum is a split whose inside weight is the bound
         groups, inside = found
         assert inside == pytest.approx(bound) and sorted(np.concatenate(groups).tolist()) == list(range(24))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_pieces_kept_by_their_reduced_cost_hold_every_better_split(seed):
+    """A split better than an incumbent takes no piece whose reduced cost
+    exceeds the LP bound less the incumbent: the branch and bound over
+    the kept pieces alone finds the optimum, and keeps fewer pieces the
+    closer the incumbent is."""
+    w = _random_graph(24, 0.4, 20 + seed).symmetric.toarray()
+    model = set_partitioning(w, connected_pieces(w, 4), 4)
+    bound, _, reduced = relaxed_split(model, 4, 6)
+    groups, optimum, proven = best_split(model, 4, 6)
+    assert proven == pytest.approx(optimum) and bound >= optimum - 1e-9
+    kept = []
+    for incumbent in (optimum - 1, optimum - 10, 0.0):
+        keep = np.flatnonzero(reduced <= (bound - incumbent) * (1 + 1e-9) + 1e-9)
+        found = best_split(model.columns(keep), 4, 6)
+        assert found[1] == pytest.approx(optimum)
+        assert sorted(np.concatenate(found[0]).tolist()) == list(range(24))
+        kept.append(keep.size)
+    assert kept[0] <= kept[1] <= kept[2] == model.value.size and kept[0] < model.value.size
 
 
 def test_an_expired_deadline_changes_nothing():

@@ -35,13 +35,16 @@ from .cycles import leaf_groups
 
 MAX_GROUP = 4          # cores per group at most (the packing rule below holds up to four)
 MAX_NODE_TASKS = 256   # tasks of a node at most (its weights are held dense)
-MAX_PIECES = 80_000    # pieces (columns) of a node at most: a denser node is left as it is (with the branch and
-                       # bound: traffic:btmz 75k pieces 2.9 s, add20/64 72k 6.4 s, traffic:amg 677k 69 s)
+MAX_PIECES = 80_000    # pieces (columns) of a node at most: a denser node is left as it is (its enumeration and LP
+                       # grow with its pieces: add20/128's node of 73k took 0.4 s; traffic:amg's has 677k)
 NODE_LIMIT = 2_000     # branch-and-bound nodes per solve
-COLUMNS_PER_TASK = 32  # column generation of the LP: the heaviest pieces to start from, and the most a round adds
-BRANCH_WORK = 20       # a branch and bound counts this many times its node's pieces on top of its LP: the pieces'
-                       # enumeration and the LP took 2-8e-6 s per piece (3elt/2048's, wing_nodal/256's, bcsstk33/128's
-                       # nodes, add20/64's, traffic:btmz's), the branch and bound where the LP was fractional 0.6-4e-4 s
+COLUMNS_PER_TASK = 64  # column generation of the LP: the heaviest pieces to start from, and the most a round adds
+                       # (each round solves afresh: 0.62 x the time of 32 over the LPs of bcsstk29/128, wing_nodal/128,
+                       # bcsstk33/128, add20/128, 3elt/256, vibrobox/128, where 32 took up to 10 rounds)
+BRANCH_WORK = 20       # a branch and bound counts this many times the pieces it branches over on top of its node's
+                       # LP: the pieces' enumeration and the LP took 2-8e-6 s per piece (3elt/2048's, wing_nodal/256's,
+                       # bcsstk33/128's nodes, add20/64's, traffic:btmz's), the branch and bound 0.9-5.5e-4 s per piece
+                       # kept (1.4e-4 over the 19 of uk/2048, 3elt/1024 and rgg/2048; whitaker3/256, rgg/256)
 
 
 def connected_pieces(weights: np.ndarray, size: int, limit: float = MAX_PIECES) -> list[np.ndarray]:
@@ -98,6 +101,13 @@ class SetPartitioning(NamedTuple):
             i -= level.shape[0]
         raise IndexError(i)
 
+    def columns(self, keep: np.ndarray) -> SetPartitioning:
+        """The model over the pieces ``keep`` alone (sorted column numbers)."""
+        ends = np.cumsum([level.shape[0] for level in self.levels])
+        starts = ends - np.array([level.shape[0] for level in self.levels])
+        levels = [level[keep[(keep >= a) & (keep < b)] - a] for level, a, b in zip(self.levels, starts, ends)]
+        return SetPartitioning(levels, self.value[keep], self.cover[:, keep], self.pack[:, keep])
+
 
 def set_partitioning(weights: np.ndarray, levels: list[np.ndarray], a0: int) -> SetPartitioning:
     """The model of a node (dense ``weights``) over its connected ``levels``
@@ -120,7 +130,11 @@ def _split(model: SetPartitioning, x: np.ndarray, a0: int, a1: int):
 def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | None = None):
     """The LP relaxation: (its bound on the weight inside the groups, the
     groups and their inside weight when the LP's optimum is integral (then
-    they are optimal), else None); (None, None) when the LP was not solved.
+    they are optimal), else None, every piece's reduced cost at the LP's
+    optimum); (None, None, None) when the LP was not solved.  A split that
+    takes a piece keeps at most the bound less the piece's reduced cost
+    inside, so the pieces that cost more than a split can win are in no
+    better split (``exact_group_refine`` branches without them).
     Often it shows that no split beats the current one, or is the optimum
     itself (traffic:btmz, bcsstk33/128).  Solved by column generation: the
     LP over every single and the heaviest pieces, then again with the
@@ -138,7 +152,7 @@ def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline |
     tolerance = 1e-9 * max(1.0, float(np.abs(model.value).max(initial=0.0)))
     while True:
         if deadline.expired():
-            return None, None
+            return None, None, None
         cols = np.flatnonzero(active)
         # dual simplex without presolve: 0.7-0.9x HiGHS's default choice on these LPs
         options = {"presolve": False}
@@ -147,17 +161,16 @@ def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline |
         lp = linprog(-model.value[cols], A_ub=-model.pack[:, cols], b_ub=np.zeros(model.pack.shape[0]),
                      A_eq=model.cover[:, cols], b_eq=np.ones(m), bounds=(0, None), method="highs-ds", options=options)
         if lp.status != 0:
-            return None, None
+            return None, None, None
         reduced = -model.value - across @ lp.eqlin.marginals + model.pack.T @ lp.ineqlin.marginals
-        reduced[active] = 0.0
-        better = np.flatnonzero(reduced < -tolerance)
+        better = np.flatnonzero((reduced < -tolerance) & ~active)
         if better.size == 0:
             break
         active[better[np.argsort(reduced[better], kind="stable")[:chunk]]] = True
     x = np.zeros(n)
     x[cols] = lp.x
     integral = np.all(np.abs(x - np.round(x)) < 1e-7)
-    return -float(lp.fun), (_split(model, x, a0, a1) if integral else None)
+    return -float(lp.fun), (_split(model, x, a0, a1) if integral else None), np.maximum(reduced, 0.0)
 
 
 def best_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | None = None,
@@ -198,9 +211,10 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
     """Full nodes' tasks split optimally into their leaf groups while the
     work stays within ``max_work``: first the LP relaxation of each node
     (its pieces' worth of work), the nodes with the most weight between
-    their groups first, then a branch and bound (BRANCH_WORK times as much
-    again) for the nodes whose LP is fractional, the largest gap between
-    LP and current split first (on uk/2048, 3elt/2048 and rgg/2048 this
+    their groups first, then a branch and bound for the nodes whose LP is
+    fractional (BRANCH_WORK units per piece it branches over: those whose
+    reduced cost is below the gap between LP and current split, a tenth
+    to a third of them on mesh nodes), the largest gap first (on uk/2048, 3elt/2048 and rgg/2048 this
     order won 0.03-0.13 % more than branching in the first order); a node
     or a branch and bound that does not fit is passed over, a node of more
     than MAX_PIECES pieces always.  Returns the mapping, the J removed and
@@ -240,24 +254,22 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
             continue                                    # too dense, or more than the budget has left
         model = set_partitioning(weights, levels, a0)
         work += model.value.size
-        bound, found = relaxed_split(model, a0, a1, deadline)
-        if bound is None or bound <= now_inside * (1 + 1e-9) + 1e-9:
+        bound, found, reduced = relaxed_split(model, a0, a1, deadline)
+        gap = None if bound is None else bound - now_inside
+        if gap is None or gap <= now_inside * 1e-9 + 1e-9:
             continue                                    # no split keeps more inside
-        if found is None:
-            fractional.append((bound - now_inside, p, model.value.size))
+        if found is None:                               # branch over the pieces a better split can take
+            fractional.append((gap, tasks, now_inside, model.columns(np.flatnonzero(reduced <= gap * (1 + 1e-9) + 1e-9))))
             continue
         removed += factor * _apply(pe, tasks, found, now_inside, old_group, a0, a1)
     # then the branch and bounds, the node whose LP promises most first, while the work pays for them
-    for _, p, size in sorted(fractional, key=lambda f: -f[0]):
+    for _, tasks, now_inside, model in sorted(fractional, key=lambda f: -f[0]):
         if deadline.expired():
             break
-        if max_work is not None and max_work - work < BRANCH_WORK * size:
+        if max_work is not None and max_work - work < BRANCH_WORK * model.value.size:
             continue
-        work += BRANCH_WORK * size
-        # the model again (1-10 % of the branch and bound's time), not every fractional node's held since its LP
-        tasks, weights, now_inside = _node(adj, node, pe, p, same)
-        found = best_split(set_partitioning(weights, connected_pieces(weights, a0, limit=MAX_PIECES), a0), a0, a1,
-                           deadline)
+        work += BRANCH_WORK * model.value.size
+        found = best_split(model, a0, a1, deadline)
         if found is not None:
             removed += factor * _apply(pe, tasks, found[:2], now_inside, old_group, a0, a1)
     return pe, removed, work
