@@ -10,7 +10,7 @@ from rankmap.algorithms import map_tasks
 from rankmap.algorithms.portfolio.one_to_one import exact_groups
 from rankmap.algorithms.refine import exact_groups as exact_groups_module
 from rankmap.algorithms.refine.exact_groups import (BRANCH_WORK, best_split, connected_pieces, exact_group_refine,
-                                                     relaxed_split, set_partitioning)
+                                                     pieces_within, relaxed_split, set_partitioning)
 from rankmap.cost import mapping_cost
 from rankmap.deadline import Deadline
 from rankmap.graph import CommGraph
@@ -190,7 +190,7 @@ def test_the_pieces_kept_by_their_reduced_cost_hold_every_better_split(seed):
     assert proven == pytest.approx(optimum) and bound >= optimum - 1e-9
     kept = []
     for incumbent in (optimum - 1, optimum - 10, 0.0):
-        keep = np.flatnonzero(reduced <= (bound - incumbent) * (1 + 1e-9) + 1e-9)
+        keep = pieces_within(reduced, bound - incumbent)
         found = best_split(model.columns(keep), 4, 6)
         assert found[1] == pytest.approx(optimum)
         assert sorted(np.concatenate(found[0]).tolist()) == list(range(24))

@@ -103,9 +103,10 @@ class SetPartitioning(NamedTuple):
 
     def columns(self, keep: np.ndarray) -> SetPartitioning:
         """The model over the pieces ``keep`` alone (sorted column numbers)."""
-        ends = np.cumsum([level.shape[0] for level in self.levels])
-        starts = ends - np.array([level.shape[0] for level in self.levels])
-        levels = [level[keep[(keep >= a) & (keep < b)] - a] for level, a, b in zip(self.levels, starts, ends)]
+        sizes = np.array([level.shape[0] for level in self.levels])
+        ends = np.cumsum(sizes)
+        levels = [level[keep[(keep >= end - size) & (keep < end)] - (end - size)]
+                  for level, size, end in zip(self.levels, sizes, ends)]
         return SetPartitioning(levels, self.value[keep], self.cover[:, keep], self.pack[:, keep])
 
 
@@ -173,6 +174,13 @@ def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline |
     return -float(lp.fun), (_split(model, x, a0, a1) if integral else None), np.maximum(reduced, 0.0)
 
 
+def pieces_within(reduced: np.ndarray, gap: float) -> np.ndarray:
+    """The pieces (column numbers) a split keeping more than the LP bound
+    less ``gap`` inside can take: those whose ``reduced`` cost (from
+    ``relaxed_split``) is within the gap."""
+    return np.flatnonzero(reduced <= gap * (1 + 1e-9) + 1e-9)
+
+
 def best_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | None = None,
                node_limit: int = NODE_LIMIT):
     """Groups (a list of a1 arrays of a0 local indices) keeping the most
@@ -214,8 +222,9 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
     their groups first, then a branch and bound for the nodes whose LP is
     fractional (BRANCH_WORK units per piece it branches over: those whose
     reduced cost is below the gap between LP and current split, a tenth
-    to a third of them on mesh nodes), the largest gap first (on uk/2048, 3elt/2048 and rgg/2048 this
-    order won 0.03-0.13 % more than branching in the first order); a node
+    to a third of them on mesh nodes), the largest gap first (on uk/2048,
+    3elt/2048 and rgg/2048 this order won 0.03-0.13 % more than branching
+    in the first order); a node
     or a branch and bound that does not fit is passed over, a node of more
     than MAX_PIECES pieces always.  Returns the mapping, the J removed and
     the work done.  A task that stays in its group keeps its
@@ -259,7 +268,7 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         if gap is None or gap <= now_inside * 1e-9 + 1e-9:
             continue                                    # no split keeps more inside
         if found is None:                               # branch over the pieces a better split can take
-            fractional.append((gap, tasks, now_inside, model.columns(np.flatnonzero(reduced <= gap * (1 + 1e-9) + 1e-9))))
+            fractional.append((gap, tasks, now_inside, model.columns(pieces_within(reduced, gap))))
             continue
         removed += factor * _apply(pe, tasks, found, now_inside, old_group, a0, a1)
     # then the branch and bounds, the node whose LP promises most first, while the work pays for them
