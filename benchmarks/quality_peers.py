@@ -21,6 +21,7 @@ max load / L_max.
 
     python benchmarks/quality_peers.py --size small              # auto at its default budget
     python benchmarks/quality_peers.py --size small --time-limit 5 --also-limits 0.5,60
+    python benchmarks/quality_peers.py --size full --jobs 8      # one process per graph, 8 at once
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ import os
 import shutil
 import subprocess
 import sys
+import queue
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +74,11 @@ TRAFFIC = ["maplib-mapping-matters/amgCMatrices/comm_matrix.p2p.size.csv",
 
 
 # ------------------------------------------------------------------ inputs
+def graph_path(name: str) -> Path:
+    """A graph of the set: a Walshaw name, or a path under graphs/ (kahip-examples/...)."""
+    return (DATA / "graphs" / (name if "/" in name else f"walshaw/{name}")).with_suffix(".graph")
+
+
 def read_metis(path: Path) -> CommGraph:
     """Small METIS reader (fmt 0/1/10/11) for the benchmark."""
     try:
@@ -322,6 +330,18 @@ def one_to_one_methods(args, scotch):
             {k: v for k, v in peers.items() if k not in args.skip})
 
 
+def warm_up(tools, instances):
+    """One untimed run of every tool on the first instance and on the first of several nodes: imports,
+    thread pools (Mt-KaHyPar's starts at auto's first cut between nodes) and numba's cache loads are
+    once per process, so no row pays them (with one process per graph, every 128-task row did)."""
+    firsts = instances[:1] + [inst for inst in instances if inst[2] > 1][:1]
+    for _, make, k in dict.fromkeys(firsts):
+        g = make()
+        arities, dists = [4, 16, k], [1.0, 10.0, 100.0]
+        for fn in tools.values():
+            fn(g, hierarchy_topology(arities, dists), arities, dists)
+
+
 def run_one_to_one(args, scotch):
     graphs, ks = SIZES[args.size]
     graphs = args.graphs or graphs
@@ -329,25 +349,22 @@ def run_one_to_one(args, scotch):
     ours, peers = one_to_one_methods(args, scotch)
     columns = list(ours) + (["auto-match"] if args.match else [])
     instances = []
-    for name in graphs:
-        path = DATA / "graphs" / (name if "/" in name else f"walshaw/{name}")
-        path = path.with_suffix(".graph")
+    for name in ([] if args.only_traffic else graphs):
+        path = graph_path(name)
         app = read_metis(path)
         for k in ks:
             if 64 * k <= app.n:
                 instances.append((f"{path.stem}/{64 * k}", lambda app=app, k=k: model_graph(app, 64 * k, seed=0), k))
-    if args.traffic:
+    if args.traffic or args.only_traffic:
         for rel in TRAFFIC:
             instances.append((f"traffic:{Path(rel).parent.name.replace('CMatrices', '')}",
                               lambda rel=rel: read_matrix(DATA / "traffic" / rel), 1))
+    warm_up({**peers, **ours}, instances)
     rows = []
-    for i, (label, make, k) in enumerate(instances):
+    for label, make, k in instances:
         g = make()
         arities, dists = [4, 16, k], [1.0, 10.0, 100.0]
         topo = hierarchy_topology(arities, dists)
-        if i == 0:  # one untimed run of every tool: imports, thread pools, numba's cache loads are once per process
-            for fn in {**peers, **ours}.values():
-                fn(g, topo, arities, dists)
         res = {}
         for name, fn in {**peers, **ours}.items():
             (pe, fixes), secs = timed(lambda fn=fn: fn(g, topo, arities, dists))
@@ -536,7 +553,7 @@ def run_many_to_one(args, scotch):
           + (f" {'auto-match budget, s':>26}" if args.match else ""))
     ratios, ml_ratios, times, match = [], [], [], []
     for name in graphs[:4]:
-        app = read_metis((DATA / "graphs" / f"walshaw/{name}").with_suffix(".graph"))
+        app = read_metis(graph_path(name))
         for k in ks[:3]:
             arities, dists = [4, 8, k], [1.0, 10.0, 100.0]
             topo = hierarchy_topology(arities, dists)
@@ -602,6 +619,48 @@ def _mtk_many(app, arities, dists, seed):
     return np.asarray(g.map_onto_graph(_complete_target(mtk, ctx, arities, dists), ctx).get_partition())
 
 
+def run_in_parallel(args) -> None:
+    """``--jobs N``: one process per graph (and one for the traffic matrices), at most N at a time, each
+    pinned to a CPU of its own, largest graphs first; each process times its rows as a run of its own
+    (warm-up included), so the ratios stay same-process ones. The rows of all go to ``--json``, then
+    the table and summary of ``--from``."""
+    graphs = sorted(args.graphs or SIZES[args.size][0], key=lambda g: -graph_path(g).stat().st_size)
+    shards = [(g, ["--graphs", g, "--no-traffic"]) for g in graphs] + \
+        ([("traffic", ["--only-traffic"])] if args.traffic else [])
+    common = ["--size", args.size, "--seed", str(args.seed), "--plot", "",
+              "--match", ",".join(map(str, args.match)), "--skip", ",".join(sorted(args.skip))]
+    common += ["--time-limit", str(args.time_limit)] if args.time_limit is not None else []
+    common += ["--also-limits", ",".join(map(str, args.also_limits))] if args.also_limits else []
+    common += ["--ks", ",".join(map(str, args.ks))] if args.ks else []
+    cpus: queue.Queue = queue.Queue()
+    for cpu in sorted(os.sched_getaffinity(0))[:args.jobs]:
+        cpus.put(cpu)
+    work = Path(tempfile.mkdtemp(prefix="quality_jobs_"))
+
+    def run(shard):
+        name, extra = shard
+        out = work / (Path(name).name + ".jsonl")
+        cpu = cpus.get()
+        try:
+            t = time.perf_counter()
+            with open(out.with_suffix(".log"), "w") as log:
+                rc = subprocess.run([sys.executable, __file__, *common, *extra, "--json", str(out)], stdout=log,
+                                    stderr=subprocess.STDOUT, preexec_fn=lambda: os.sched_setaffinity(0, {cpu})).returncode
+            print(f"{name}: {'done' if rc == 0 else f'exit {rc}, see ' + str(out.with_suffix('.log'))} on CPU {cpu} "
+                  f"in {time.perf_counter() - t:.0f} s", flush=True)
+        finally:
+            cpus.put(cpu)
+        return out
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        parts = [p for p in pool.map(run, shards) if p.exists()]
+    if args.json:
+        with open(args.json, "a") as f:
+            for part in parts:
+                f.write(part.read_text())
+    json_report(load_json_rows([str(p) for p in parts]), args.plot)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", choices=list(SIZES), default="small")
@@ -622,6 +681,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-traffic", dest="traffic", action="store_false")
     ap.add_argument("--many", action="store_true", help="also run the many-to-one comparison")
     ap.add_argument("--only-many", action="store_true", help="run only the many-to-one comparison")
+    ap.add_argument("--only-traffic", action="store_true", help="one-to-one: only the traffic matrices")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="one-to-one: run the graphs in this many processes at once, each pinned to a CPU "
+                         "(at most one per core; rows as in a run of their own)")
     ap.add_argument("--plot", default="benchmarks/results/quality_peers.png")
     ap.add_argument("--json", help="append every instance's results to this file as JSON lines as they come")
     ap.add_argument("--skip", type=lambda v: {x for x in v.split(",") if x}, default=set(),
@@ -634,6 +697,12 @@ def main(argv=None) -> int:
         json_report(load_json_rows(args.from_json), args.plot)
         return 0
     print("load average:", Path("/proc/loadavg").read_text().strip())
+    if args.jobs > 1:
+        if args.many or args.only_many:
+            ap.error("--jobs runs the one-to-one set only: leave out --many / --only-many")
+        run_in_parallel(args)
+        print("load average:", Path("/proc/loadavg").read_text().strip())
+        return 0
     scotch = ensure_scotch()
     print("scotch:", scotch or "not installable here: Scotch skipped")
     for peer in PEER_BINARIES:
