@@ -658,6 +658,9 @@ def run_in_parallel(args) -> None:
         with open(args.json, "a") as f:
             for part in parts:
                 f.write(part.read_text())
+    if not parts:
+        print(f"no process wrote a row: see the logs in {work}")
+        return
     json_report(load_json_rows([str(p) for p in parts]), args.plot)
 
 
@@ -696,6 +699,9 @@ def main(argv=None) -> int:
     if args.from_json:
         json_report(load_json_rows(args.from_json), args.plot)
         return 0
+    missing = [str(graph_path(g)) for g in args.graphs or [] if not graph_path(g).exists()]
+    if missing:
+        ap.error("no such graph file: " + ", ".join(missing))
     print("load average:", Path("/proc/loadavg").read_text().strip())
     if args.jobs > 1:
         if args.many or args.only_many:
