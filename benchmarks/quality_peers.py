@@ -30,10 +30,10 @@ import argparse
 import json
 import math
 import os
+import queue
 import shutil
 import subprocess
 import sys
-import queue
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -624,9 +624,10 @@ def run_in_parallel(args) -> None:
     pinned to a CPU of its own, largest graphs first; each process times its rows as a run of its own
     (warm-up included), so the ratios stay same-process ones. The rows of all go to ``--json``, then
     the table and summary of ``--from``."""
-    graphs = sorted(args.graphs or SIZES[args.size][0], key=lambda g: -graph_path(g).stat().st_size)
+    graphs = [] if args.only_traffic else \
+        sorted(args.graphs or SIZES[args.size][0], key=lambda g: -graph_path(g).stat().st_size)
     shards = [(g, ["--graphs", g, "--no-traffic"]) for g in graphs] + \
-        ([("traffic", ["--only-traffic"])] if args.traffic else [])
+        ([("traffic", ["--only-traffic"])] if args.traffic or args.only_traffic else [])
     common = ["--size", args.size, "--seed", str(args.seed), "--plot", "",
               "--match", ",".join(map(str, args.match)), "--skip", ",".join(sorted(args.skip))]
     common += ["--time-limit", str(args.time_limit)] if args.time_limit is not None else []
@@ -636,6 +637,7 @@ def run_in_parallel(args) -> None:
     for cpu in sorted(os.sched_getaffinity(0))[:args.jobs]:
         cpus.put(cpu)
     work = Path(tempfile.mkdtemp(prefix="quality_jobs_"))
+    failed = []
 
     def run(shard):
         name, extra = shard
@@ -648,20 +650,25 @@ def run_in_parallel(args) -> None:
                                     stderr=subprocess.STDOUT, preexec_fn=lambda: os.sched_setaffinity(0, {cpu})).returncode
             print(f"{name}: {'done' if rc == 0 else f'exit {rc}, see ' + str(out.with_suffix('.log'))} on CPU {cpu} "
                   f"in {time.perf_counter() - t:.0f} s", flush=True)
+            if rc:
+                failed.append(name)
         finally:
             cpus.put(cpu)
         return out
 
     with ThreadPoolExecutor(args.jobs) as pool:
         parts = [p for p in pool.map(run, shards) if p.exists()]
+    rows = load_json_rows([str(p) for p in parts])
     if args.json:
         with open(args.json, "a") as f:
             for part in parts:
                 f.write(part.read_text())
-    if not parts:
-        print(f"no process wrote a row: see the logs in {work}")
-        return
-    json_report(load_json_rows([str(p) for p in parts]), args.plot)
+    if not failed:  # the logs of failed processes stay for reading
+        shutil.rmtree(work)
+    if rows:
+        json_report(rows, args.plot)
+    else:
+        print("no process wrote a row")
 
 
 def main(argv=None) -> int:
@@ -702,10 +709,10 @@ def main(argv=None) -> int:
     missing = [str(graph_path(g)) for g in args.graphs or [] if not graph_path(g).exists()]
     if missing:
         ap.error("no such graph file: " + ", ".join(missing))
+    if args.jobs > 1 and (args.many or args.only_many):
+        ap.error("--jobs runs the one-to-one set only: leave out --many / --only-many")
     print("load average:", Path("/proc/loadavg").read_text().strip())
     if args.jobs > 1:
-        if args.many or args.only_many:
-            ap.error("--jobs runs the one-to-one set only: leave out --many / --only-many")
         run_in_parallel(args)
         print("load average:", Path("/proc/loadavg").read_text().strip())
         return 0
