@@ -173,9 +173,13 @@ class Trace:
                  enumerate(zip(_pe_hosts(topo, order), topo.pe_os_index))}
         distinct = len({(h, tuple(b)) for h, b in zip(hosts, bindings)}) == self.nranks
         try:
-            if distinct:
+            if distinct:  # each rank's PE: its first CPU; a relaunch binds it to all of them
                 rank_pes = np.asarray([pe_of[(h, b[0])] for h, b in zip(hosts, bindings)], dtype=np.int64)
-                return restrict_to_slots(topo, rank_pes), slot_of_process(rank_pes)
+                slots = slot_of_process(rank_pes)
+                cpus: list = [None] * self.nranks
+                for r, s in enumerate(slots.tolist()):
+                    cpus[s] = bindings[r]
+                return restrict_to_slots(topo, rank_pes).with_pe_cpus(cpus), slots
             pes = sorted({pe_of[(h, c)] for h, b in zip(hosts, bindings) for c in b})
         except KeyError:
             return None, None

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rankmap.cli import main
-from rankmap.formats.relaunch import relaunch_commands
+from rankmap.formats.relaunch import bind_command, relaunch_commands
 from rankmap.topology import hierarchy_topology, load_topology
 from rankmap.topology.cluster import cluster_of_hosts, compose_cluster
 from rankmap.topology.export import hwloc_xml, write_topology
@@ -144,19 +144,31 @@ def test_export_round_trips(tmp_path):
     assert read_hwloc_xml(tmp_path / "n.xml").node_kind == node.node_kind
 
 
+BIND = bind_command()  # rankmap-bind as this installation's relaunch lines start it
+
+
 def test_relaunch_recipes():
     assert relaunch_commands("hydra", "out/machinefile", 8, "python app.py") == [
         "mpiexec -f out/machinefile -n 8 python app.py    # MPICH (hydra)"]
+    assert relaunch_commands("hydra", "out/machinefile", 8, "python app.py", "out/bindings") == [
+        f"mpiexec -f out/machinefile -n 8 {BIND} out/bindings -- python app.py    # MPICH (hydra)"]
     v4, v5 = relaunch_commands("openmpi", "rf", 8)
     assert v4.startswith("mpirun -n 8 --rankfile rf PROGRAM")
     assert v5.startswith("mpirun -n 8 --map-by rankfile:file=rf --bind-to core PROGRAM")
+    v4, v5 = relaunch_commands("openmpi", "rf", 8, bindings="b")
+    assert v4.startswith(f"mpirun -n 8 --rankfile rf --bind-to none {BIND} b -- PROGRAM")
+    assert v5.startswith(f"mpirun -n 8 --map-by rankfile:file=rf --bind-to none {BIND} b -- PROGRAM")
     assert relaunch_commands("slurm", "h", 2)[0].startswith(
         "SLURM_HOSTFILE=h srun -n 2 --distribution=arbitrary PROGRAM")
-    cray = relaunch_commands("mpich", "d/MPICH_RANK_ORDER", 2)
+    assert relaunch_commands("slurm", "h", 2, bindings="b")[0].startswith(
+        f"SLURM_HOSTFILE=h srun -n 2 --distribution=arbitrary --cpu-bind=none {BIND} b -- PROGRAM")
+    cray = relaunch_commands("mpich", "d/MPICH_RANK_ORDER", 2, bindings="d/bindings")
     assert cray[0].startswith("cp d/MPICH_RANK_ORDER MPICH_RANK_ORDER")
-    assert cray[1].startswith("MPICH_RANK_REORDER_METHOD=3 srun -n 2 PROGRAM")
+    assert cray[1].startswith(f"MPICH_RANK_REORDER_METHOD=3 srun -n 2 --cpu-bind=none {BIND} "
+                              "d/bindings -- PROGRAM")
     assert len(relaunch_commands("mpich", "MPICH_RANK_ORDER", 2)) == 1
     assert relaunch_commands("perm", "m.txt", 2) == []
+    assert relaunch_commands("bind", "bindings", 2) == []
 
 
 def test_map_with_hosts_writes_all_formats(tmp_path, capsys):
@@ -165,11 +177,11 @@ def test_map_with_hosts_writes_all_formats(tmp_path, capsys):
                  "--distances", "1:10", "--method", "greedy", "--as", "all", "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == [
-        "MPICH_RANK_ORDER", "machinefile", "mapping.txt", "rankfile", "slurm.hostfile"]
+        "MPICH_RANK_ORDER", "bindings", "machinefile", "mapping.txt", "rankfile", "slurm.hostfile"]
     hosts = (out / "slurm.hostfile").read_text().split()
     assert len(hosts) == 64 and sorted(set(hosts)) == ["cn01", "cn02", "cn03", "cn04"]
     assert all(hosts.count(h) == 16 for h in set(hosts))
-    assert f"mpiexec -f {out / 'machinefile'} -n 64 PROGRAM" in text
+    assert f"mpiexec -f {out / 'machinefile'} -n 64 {BIND} {out / 'bindings'} -- PROGRAM" in text
     ranks = [line.split()[1] for line in (out / "rankfile").read_text().splitlines()]
     assert ranks == [f"{r}=cn0{1 + hosts_index}" for r, hosts_index in
                      enumerate(["cn01", "cn02", "cn03", "cn04"].index(h) for h in hosts)]
@@ -182,8 +194,9 @@ def test_map_json_names_the_files_and_commands(tmp_path, capsys):
     assert main(["map", str(TRAFFIC), "--hosts", "cn[01-04]", "--hierarchy", "16", "--method",
                  "greedy", "-o", str(out), "--as", "hydra", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["launch_files"] == {"hydra": str(out)}
-    assert report["relaunch"] == [f"mpiexec -f {out} -n 64 PROGRAM    # MPICH (hydra)"]
+    assert report["launch_files"] == {"hydra": str(out), "bind": f"{out}.bindings"}
+    assert report["relaunch"] == [
+        f"mpiexec -f {out} -n 64 {BIND} {out}.bindings -- PROGRAM    # MPICH (hydra)"]
 
 
 def test_map_with_hostfile_and_slurm_environment(tmp_path, capsys, monkeypatch):

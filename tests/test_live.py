@@ -7,8 +7,9 @@ import shutil
 import pytest
 
 from rankmap.topology.hwloc import read_hwloc_xml
+from rankmap.cpulist import parse_cpulist
 from rankmap.topology.live import (affinity_pes, cgroup_cpus, discover_local,
-                                   discover_local_xml, parse_cpulist, sysfs_topology)
+                                   discover_local_xml, sysfs_topology)
 
 
 def shape(t):

@@ -1,8 +1,10 @@
 """From a trace to a relaunch on a cluster with a real site's host names:
-4 emulated nodes cn01..cn04, profile a program launched round-robin,
-`rankmap map TRACE --hosts cn[01-04] --as all -o DIR`, run the hydra command
-it prints, and check from inside the ranks that every rank runs on the host
-the mapping names.  Skips where namespaces cannot be made (not root)."""
+4 emulated nodes cn01..cn04, profile a program launched round-robin with
+ranks bound by core, `rankmap map TRACE --hosts cn[01-04] --as all -o DIR`,
+run the hydra command it prints (each rank through rankmap-bind), and check
+from inside the ranks that every rank runs on the host and the core the
+mapping names; then the same for a mapping that swaps the two ranks of every
+node.  Skips where namespaces cannot be made (not root)."""
 
 from __future__ import annotations
 
@@ -14,15 +16,20 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from rankmap.bind import read_bindings
+from rankmap.cpulist import parse_cpulist
+from rankmap.formats import read_perm, write_all_launch_files
+from rankmap.trace import read_trace
 from rankmap.emulate import ClusterSpec, ClusterUnavailable, EmulatedCluster, check_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 # pairs (2k, 2k+1) exchange 1 MiB, neighbours in the ring of pairs 4 KiB; every
-# rank reports where it runs
+# rank reports where it runs: host and CPUs
 APP = textwrap.dedent("""
-    import json, socket
+    import json, os, socket
     import numpy as np
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
@@ -32,7 +39,7 @@ APP = textwrap.dedent("""
     comm.Sendrecv(big, partner, recvbuf=np.empty_like(big), source=partner)
     nxt, prv = (r + 2) % p, (r - 2) % p
     comm.Sendrecv(small, nxt, recvbuf=np.empty_like(small), source=prv)
-    where = comm.gather(socket.gethostname())
+    where = comm.gather([socket.gethostname(), sorted(os.sched_getaffinity(0))])
     if r == 0:
         print("HOSTS " + json.dumps(where), flush=True)
 """)
@@ -51,20 +58,23 @@ def _hosts_of(stdout: str) -> list[str]:
 
 
 @pytest.mark.mpi
-def test_profile_map_relaunch_on_named_hosts(tmp_path):
+def test_profile_map_relaunch_on_named_hosts_and_cores(tmp_path):
     try:
         check_environment()
         cluster = EmulatedCluster(ClusterSpec(nodes=4, slots=2, bandwidth="500mbit",
                                               names="cn[01-04]")).up()
     except ClusterUnavailable as exc:
         pytest.skip(f"no emulated cluster on this machine: {exc}")
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs per node to tell the cores apart")
     try:
         app = tmp_path / "app.py"
         app.write_text(APP)
         trace = tmp_path / "app.rmtrace.npz"
-        out = _run(cluster.mpiexec(order="round-robin") + [
+        out = _run(cluster.mpiexec(order="round-robin") + ["-bind-to", "core"] + [
             sys.executable, "-m", "rankmap.profile", "-o", str(trace), str(app)], cwd=tmp_path)
-        assert _hosts_of(out) == ["cn01", "cn02", "cn03", "cn04"] * 2   # round-robin launch
+        assert [h for h, _ in _hosts_of(out)] == ["cn01", "cn02", "cn03", "cn04"] * 2  # round-robin
 
         launch = tmp_path / "launch"
         printed = _run([sys.executable, "-m", "rankmap", "map", str(trace), "--hosts", "cn[01-04]",
@@ -75,15 +85,43 @@ def test_profile_map_relaunch_on_named_hosts(tmp_path):
         hydra = next(x.strip() for x in printed.splitlines() if x.strip().startswith("mpiexec -f"))
         args = shlex.split(hydra.split("#", 1)[0])
         assert args[:5] == ["mpiexec", "-f", str(launch / "machinefile"), "-n", "8"]
-        assert args[5:] == ["python", str(app)]
-        # the printed command, with the emulation's launcher options (how hydra
-        # reaches the namespaces) in front and this Python for "python"
-        prefix = cluster.mpiexec(machinefile=launch / "machinefile")
-        prefix = prefix[:prefix.index("-f")]
-        got = _hosts_of(_run(prefix + args[1:5] + [sys.executable] + args[6:], cwd=tmp_path))
-        assert got == want
+        assert args[-4:] == [str(launch / "bindings"), "--", "python", str(app)]
+        assert _placed(_relaunch(cluster, args, launch, tmp_path)) == _bound(launch / "bindings")
+
+        # the two ranks of every node swap cores: the relaunch follows
+        topo, placement = read_trace(trace).topology_and_placement()
+        mapped = read_perm(str(launch / "mapping.txt"))
+        swapped = np.empty_like(mapped)
+        for r in range(8):
+            partner = next(q for q in range(8) if q != r and want[q] == want[r])
+            swapped[r] = mapped[partner]
+        write_all_launch_files(swapped, topo, tmp_path / "swapped")
+        bound = _bound(tmp_path / "swapped" / "bindings")
+        assert bound != _bound(launch / "bindings") and [h for h, _ in bound] == want
+        assert _placed(_relaunch(cluster, args, tmp_path / "swapped", tmp_path)) == bound
     finally:
         cluster.down()
+
+
+def _relaunch(cluster, printed_args, launch, cwd):
+    """The printed hydra line with the emulation's launcher options (how
+    hydra reaches the namespaces) in front, this Python for "python", and
+    the launch files of ``launch``."""
+    prefix = cluster.mpiexec(machinefile=launch / "machinefile")
+    prefix = prefix[:prefix.index("-f")]
+    args = list(printed_args)
+    args[2] = str(launch / "machinefile")
+    args[-4] = str(launch / "bindings")
+    args[-2] = sys.executable
+    return _run(prefix + args[1:], cwd=cwd)
+
+
+def _placed(stdout: str) -> list:
+    return [(h, cpus) for h, cpus in _hosts_of(stdout)]
+
+
+def _bound(bindings) -> list:
+    return [(b.host, sorted(parse_cpulist(b.cpus))) for b in read_bindings(bindings)]
 
 
 def test_named_hosts_spec_and_topology_file(tmp_path):

@@ -2,8 +2,8 @@
 or a site MPI with mpi4py built against it, as CI's Open MPI lane): profile
 a program, `rankmap map TRACE -o FILE --as FORMAT` with no machine options
 (the trace recorded the host's tree, lstopo or not), then relaunch with the
-command rankmap prints and check from inside the ranks that each runs where
-the launch file says."""
+command rankmap prints and check from inside the ranks that each runs on the
+host and the CPUs the launch file and its bindings say."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from mpi_util import ROOT, launch_options, mpi_kind, mpiexec_path, run_mpi
+from rankmap.bind import read_bindings
+from rankmap.cpulist import parse_cpulist
 
 REPORT = ("import json, os, socket, sys; from mpi4py import MPI; "
           "sys.stdout.write('RANK ' + json.dumps([MPI.COMM_WORLD.rank, socket.gethostname(), "
@@ -42,11 +44,12 @@ def test_profile_map_relaunch_with_the_printed_command(tmp_path):
     first = "mpirun -n" if fmt == "openmpi" else "mpiexec -f"
     printed = next(x.strip() for x in proc.stdout.splitlines() if x.strip().startswith(first))
     args = shlex.split(printed.split("#", 1)[0])
-    program_at = args.index("python")
+    program_at = args.index("--") + 1   # ... rankmap-bind BINDINGS -- PROGRAM
     assert args[program_at:] == ["python", str(ROOT / "profiling" / "halo2d.py"), "--iters", "3"]
+    assert args[program_at - 2] == f"{launch}.bindings"
     opts, launch_env = launch_options(n, binding="none")
     if kind == "openmpi":
-        opts = ["--oversubscribe"]   # the rankfile binds; only oversubscription is added
+        opts = ["--oversubscribe"]   # the printed line switches Open MPI's binding off itself
     cmd = [mpiexec_path(), *opts, *args[1:program_at], sys.executable, "-c", REPORT]
     ran = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                          env={**env, **launch_env}, cwd=tmp_path)
@@ -54,12 +57,12 @@ def test_profile_map_relaunch_with_the_printed_command(tmp_path):
     rows = {r: (host, cpus) for r, host, cpus in
             (json.loads(line[5:]) for line in ran.stdout.splitlines() if line.startswith("RANK "))}
     assert sorted(rows) == list(range(n))
-    if fmt == "openmpi":  # rank r=HOST slot=S: bound to PU S (logical = OS index on this machine)
-        for line in launch.read_text().splitlines():
-            _, rank_host, slot = line.split()
-            rank, host = rank_host.split("=")
-            assert rows[int(rank)] == (host, [int(slot.split("=")[1])]), (line, rows)
+    placed = read_bindings(f"{launch}.bindings")
+    for b in placed:  # every rank on its host and exactly its CPUs
+        assert rows[b.rank] == (b.host, sorted(parse_cpulist(b.cpus))), (b, rows)
+    if fmt == "openmpi":  # the rankfile names the same hosts
+        hosts = [line.split()[1].split("=")[1] for line in launch.read_text().splitlines()]
     else:  # host:count lines fill ranks in order
         hosts = [h for line in launch.read_text().split()
                  for h in [line.split(":")[0]] * int(line.split(":")[1])]
-        assert [rows[r][0] for r in range(n)] == hosts
+    assert [rows[r][0] for r in range(n)] == hosts

@@ -232,11 +232,11 @@ def recorded_program(path: str | None) -> str:
 
 def print_relaunch(written: dict, n_ranks: int, program: str) -> None:
     """Name each launch file written and the commands that relaunch with it."""
-    from ..formats.relaunch import relaunch_commands
+    from ..formats.relaunch import relaunch_lines
 
     for kind, path in written.items():
         print(f"wrote {kind:8s} {path}")
-    lines = [c for kind, path in written.items() for c in relaunch_commands(kind, path, n_ranks, program)]
+    lines = relaunch_lines(written, n_ranks, program)
     if lines:
         print("relaunch with:")
         for line in lines:

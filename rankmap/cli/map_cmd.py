@@ -29,8 +29,8 @@ from ..algorithms import METHODS, map_tasks
 from ..algorithms.options import check_options
 from ..cost import evaluate
 from ..deadline import Deadline
-from ..formats import LAUNCH_FORMATS, write_all_launch_files, write_launch_file
-from ..formats.relaunch import relaunch_commands
+from ..formats import LAUNCH_FORMATS, write_launch_files
+from ..formats.relaunch import relaunch_lines
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
                      load_machine, print_comparison, print_relaunch, recorded_program)
@@ -73,8 +73,11 @@ def add_arguments(p) -> None:
     p.add_argument("--as", dest="as_format", default="perm", choices=[*LAUNCH_FORMATS, "all"],
                    help="launch file format: perm (line t = PE of task t), mpich (Cray "
                         "MPICH_RANK_ORDER), hydra (mpiexec -f machinefile), openmpi (rankfile), "
-                        "slurm (SLURM_HOSTFILE for --distribution=arbitrary), all (every one "
-                        "into the directory -o names)")
+                        "slurm (SLURM_HOSTFILE for --distribution=arbitrary), bind (the CPUs and "
+                        "GPU of each rank, for rankmap-bind), all (every one into the directory -o "
+                        "names). A launcher's file comes with the bindings beside it "
+                        "(FILE.bindings): the printed relaunch line starts each rank through "
+                        "rankmap-bind, which binds it to the cores (and GPU) the mapping chose")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--distributed", action="store_true",
                    help="run under mpiexec -n P: the distributed multilevel mapping spread over "
@@ -215,12 +218,8 @@ def _report(args, graph, topology, recorded, mapping) -> int:
         before_pe, before_name = recorded, "recorded"
     before = evaluate(graph, topology, before_pe, check=False, comm_factor=args.comm_factor)
     after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
-    written = {}
-    if args.output and args.as_format == "all":
-        written = write_all_launch_files(mapping.pe_of_task, topology, args.output)
-    elif args.output:
-        write_launch_file(mapping.pe_of_task, topology, args.output, args.as_format)
-        written = {args.as_format: args.output}
+    written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
+        if args.output else {}
     if args.json:
         dump_json({"method": args.method, "seed": args.seed, "n_tasks": graph.n,
                    "n_pes": topology.n_pes, "J": after.J,
@@ -235,8 +234,7 @@ def _report(args, graph, topology, recorded, mapping) -> int:
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
                    "launch_files": written,
-                   "relaunch": [c for kind, path in written.items() for c in relaunch_commands(
-                       kind, path, graph.n, recorded_program(args.input))],
+                   "relaunch": relaunch_lines(written, graph.n, recorded_program(args.input)),
                    "pe_of_task": None if args.output else mapping.pe_of_task.tolist(),
                    **({"distributed": mapping.info} if args.distributed else {})})
         return 0

@@ -10,6 +10,10 @@
   core of the PE on its host (``mpirun --rankfile FILE``).
 - ``slurm``    ``SLURM_HOSTFILE`` for ``srun --distribution=arbitrary``:
   line r = host of rank r.
+- ``bind``     ``rankmap-bind``'s bindings: line r = host, CPUs and GPU of
+  rank r.  hydra and Slurm place ranks on hosts only; the relaunch lines
+  for them start each rank through ``rankmap-bind`` with this file (see
+  ``rankmap.bind``).
 
 Host names come from the topology (generated ``node0``... for a hierarchy).
 """
@@ -20,13 +24,14 @@ import os
 
 import numpy as np
 
+from ..bind import BINDINGS_FILE, HEADER as BINDINGS_HEADER, Binding, cpus_token
 from ..topology import Topology
 from .common import FormatError, check_number, check_readable
 
-LAUNCH_FORMATS = ["perm", "mpich", "hydra", "openmpi", "slurm"]
+LAUNCH_FORMATS = ["perm", "mpich", "hydra", "openmpi", "slurm", "bind"]
 # the file names ``--as all -o DIR`` (and the demo) write, one per format
 LAUNCH_FILE_NAMES = {"perm": "mapping.txt", "mpich": "MPICH_RANK_ORDER", "hydra": "machinefile",
-                     "openmpi": "rankfile", "slurm": "slurm.hostfile"}
+                     "openmpi": "rankfile", "slurm": "slurm.hostfile", "bind": BINDINGS_FILE}
 
 
 def _ranks_in_slot_order(pe_of_task: np.ndarray) -> np.ndarray:
@@ -101,9 +106,43 @@ def format_slurm_hostfile(pe_of_task, topology: Topology) -> str:
     return "".join(f"{topology.pe_host[p]}\n" for p in np.asarray(pe_of_task).tolist())
 
 
+def format_bindings(pe_of_task, topology) -> str:
+    """``rankmap-bind``'s file: line r = host, CPUs and GPU of rank r."""
+    cpus = pe_cpu_tokens(topology)
+    devices = getattr(topology, "pe_device", None)
+    return BINDINGS_HEADER + "".join(
+        Binding(r, topology.pe_host[p], cpus[p], None if devices is None else devices[p]).line()
+        for r, p in enumerate(np.asarray(pe_of_task).tolist()))
+
+
+def pe_cpu_tokens(topology) -> list[str]:
+    """Each PE's CPUs as a bindings field: the CPUs its leaf names (a GPU's
+    cores, a trace's recorded binding), else its PU's OS index, else its
+    logical core on the host (``@K``, resolved there by ``rankmap-bind``)."""
+    if not isinstance(topology, Topology):
+        return [cpus_token(logical_core=s) for s in topology.slot_in_host().tolist()]
+    slots = None
+    out = []
+    for p, (cpus, os_index) in enumerate(zip(topology.pe_cpus, topology.pe_os_index.tolist())):
+        if cpus is None and os_index >= 0:
+            cpus = (os_index,)
+        if cpus:
+            out.append(cpus_token(cpus))
+        else:
+            slots = core_slots(topology) if slots is None else slots
+            out.append(cpus_token(logical_core=int(slots[p])))
+    return out
+
+
+def has_devices(topology) -> bool:
+    """Whether some PE is a GPU (then every launcher needs ``rankmap-bind``)."""
+    devices = getattr(topology, "pe_device", None)
+    return devices is not None and any(d is not None for d in devices)
+
+
 FORMATTERS = {"perm": format_perm, "mpich": format_mpich_rank_order,
               "hydra": format_hydra_machinefile, "openmpi": format_openmpi_rankfile,
-              "slurm": format_slurm_hostfile}
+              "slurm": format_slurm_hostfile, "bind": format_bindings}
 
 
 def write_launch_file(pe_of_task, topology: Topology, path: str, kind: str = "perm") -> None:
@@ -124,6 +163,21 @@ def write_all_launch_files(pe_of_task, topology: Topology, directory) -> dict[st
         paths[kind] = os.path.join(str(directory), LAUNCH_FILE_NAMES[kind])
         write_launch_file(pe_of_task, topology, paths[kind], kind)
     return paths
+
+
+def write_launch_files(pe_of_task, topology: Topology, output, kind: str) -> dict[str, str]:
+    """``kind`` "all": every format into the directory ``output``; else the
+    one format to the file ``output`` and, for a format a launcher reads,
+    the bindings its relaunch needs beside it (``OUTPUT.bindings``).
+    Returns format -> path."""
+    if kind == "all":
+        return write_all_launch_files(pe_of_task, topology, output)
+    write_launch_file(pe_of_task, topology, output, kind)
+    written = {kind: str(output)}
+    if kind not in ("perm", "bind"):
+        written["bind"] = f"{output}.{BINDINGS_FILE}"
+        write_launch_file(pe_of_task, topology, written["bind"], "bind")
+    return written
 
 
 def read_perm(path: str) -> np.ndarray:

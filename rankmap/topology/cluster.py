@@ -43,6 +43,7 @@ def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) ->
     pe_of_node = np.full(topology.n_nodes, -1, dtype=np.int64)
     pe_of_node[topology.leaf_of_pe] = np.arange(topology.n_pes)
     made: list[TreeNode | None] = [None] * topology.n_nodes
+    blocks = topology._blocks
     for n in range(topology.n_nodes - 1, -1, -1):  # children before parents
         if not keep[n]:
             continue
@@ -50,13 +51,16 @@ def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) ->
         pe = pe_of_node[n]
         if pe >= 0:
             os_index = int(topology.pe_os_index[pe])
-            os_index = None if os_index < 0 else os_index
+            leaf = dict(os_index=None if os_index < 0 else os_index, device=topology.pe_device[pe],
+                        cpus=topology.pe_cpus[pe],
+                        link_row=int(blocks.row[pe]) if blocks is not None and blocks.block[pe] >= 0 else None)
             m = int(slots_per_pe[pe])
-            children = [TreeNode("slot", os_index=os_index) for _ in range(m)] if m > 1 else []
-            made[n] = TreeNode(kind, 0.0, children, os_index, name)
+            children = [TreeNode("slot", **leaf) for _ in range(m)] if m > 1 else []
+            made[n] = TreeNode(kind, 0.0, children, name=name, **leaf)
         else:
             children = [made[c] for c in topology.children(n).tolist() if made[c] is not None]
-            made[n] = TreeNode(kind, float(topology.node_distance[n]), children, None, name)
+            made[n] = TreeNode(kind, float(topology.node_distance[n]), children, None, name,
+                               links=topology.node_links.get(n))
     return made[0]
 
 

@@ -125,7 +125,8 @@ def merge_structureless_levels(root: TreeNode) -> TreeNode:
 
     A node with one child is never the lowest common ancestor of two PEs, so
     PE distances do not change; the merged node keeps the smallest distance
-    of its parts, the first host name, and the leaf's OS index.  Returns the
+    of its parts, the first host name, any node links, and what the leaf
+    carries (OS index, link row, GPU, CPUs).  Returns the
     new root (the old root itself may merge into its only child).
     """
     single: dict[str, bool] = defaultdict(lambda: True)
@@ -142,8 +143,10 @@ def merge_structureless_levels(root: TreeNode) -> TreeNode:
             return node
         inner = [n.distance for n in chain if n.children]
         name = next((n.name for n in chain if n.name is not None), None)
+        links = next((n.links for n in chain if n.links is not None), None)
         return TreeNode(join_kinds(n.kind for n in chain), min(inner) if last.children else 0.0,
-                        list(last.children), last.os_index, name)
+                        list(last.children), last.os_index, name, links if last.children else None,
+                        last.link_row, last.device, last.cpus)
 
     new_root = collapse(root)
     stack = [new_root]

@@ -22,30 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cpulist import parse_cpulist
 from .cpuset_tree import CpuObject, build_machine_tree
 from .hwloc import read_hwloc_xml
 from .levels import normalize_overrides
 from .tree import Topology
 
 LSTOPO_NAMES = ("lstopo-no-graphics", "lstopo", "hwloc-ls")
-
-
-def parse_cpulist(text: str) -> set[int]:
-    """Linux CPU list ``"0-3,8,10-11"`` -> set of CPU numbers."""
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            if sep:
-                out.update(range(int(lo), int(hi) + 1))
-            else:
-                out.add(int(lo))
-        except ValueError:
-            raise ValueError(f"bad CPU list {text.strip()!r} (expected e.g. 0-3,8)") from None
-    return out
 
 
 def discover_local_xml(timeout: float = 60.0) -> str | None:

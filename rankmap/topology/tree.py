@@ -9,10 +9,18 @@ ancestor path, never a dense k x k matrix.
 Nodes are stored in DFS preorder, so the leaves of any subtree are a
 contiguous range of PE ids (``leaf_range``); algorithms that split the machine
 top-down (multisection, TreeMatch's top-down placement) rely on that.
+
+Where the inside of a node is not a tree (GPUs joined by links of unequal
+width), that node carries ``NodeLinks``: the true distances between the PEs
+below it as a small matrix, and each PE's extra cost to leave the node (the
+hops to its NIC).  ``distance`` then reads the matrix for two PEs of that
+node, still O(1) per pair; the tree inside the node is an approximation for
+the constructions that need a tree (``tree_only``).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +42,81 @@ class TreeNode:
     children: list["TreeNode"] = field(default_factory=list)
     os_index: int | None = None
     name: str | None = None
+    links: "NodeLinks | None" = None  # inner node: true distances among the PEs below
+    link_row: int | None = None       # leaf: its row in the links of the node above
+    device: str | None = None         # leaf that is a GPU: "rocr:4", "cuda:0", "ze:1"
+    cpus: tuple[int, ...] | None = None  # leaf: the OS CPUs a rank on it is bound to
+
+
+@dataclass(frozen=True)
+class NodeLinks:
+    """True distances among the PEs of one node whose inside is not a tree.
+
+    ``distance[i, j]``: cost of one byte between the PEs of rows i and j
+    (0 on the diagonal; each leaf below the node names its row in
+    ``TreeNode.link_row``, so restricting or reordering leaves keeps the
+    matrix valid); ``egress[i]``: what a byte to or from another node costs
+    on top of the tree's distance, from row i (hops to the nearest NIC).
+    ``source`` says where the matrix came from (an hwloc distance matrix, a
+    built-in node type, a file)."""
+
+    distance: np.ndarray
+    egress: np.ndarray
+    source: str = ""
+
+    def __post_init__(self):
+        d = np.asarray(self.distance, dtype=np.float64)
+        e = np.asarray(self.egress, dtype=np.float64)
+        k = d.shape[0] if d.ndim == 2 else -1
+        if d.ndim != 2 or d.shape != (k, k) or e.shape != (k,):
+            raise ValueError("node links: need a square distance matrix and one egress per row")
+        if not (np.all(np.isfinite(d)) and np.all(np.isfinite(e))) or d.min() < 0 or e.min() < 0:
+            raise ValueError("node links: distances and egress must be finite and >= 0")
+        if np.any(np.diag(d) != 0) or np.any(d != d.T):
+            raise ValueError("node links: the distance matrix must be symmetric with a zero diagonal")
+        object.__setattr__(self, "distance", d)
+        object.__setattr__(self, "egress", e)
+
+
+class _LeafExtras:
+    """What leaves and link nodes carry beyond the tree, gathered in DFS order."""
+
+    def __init__(self):
+        self.rows: list[int] = []
+        self.devices: list[str | None] = []
+        self.cpus: list[tuple[int, ...] | None] = []
+        self.links: dict[int, NodeLinks] = {}
+
+    def leaf(self, node: TreeNode) -> None:
+        self.rows.append(-1 if node.link_row is None else int(node.link_row))
+        self.devices.append(node.device)
+        self.cpus.append(None if node.cpus is None else tuple(int(c) for c in node.cpus))
+
+
+@dataclass
+class _Blocks:
+    """The nodes with links, flattened for vectorised lookups: PE p lies in
+    block ``block[p]`` (-1: none) at matrix row ``row[p]``; block b's
+    matrix is ``values[offset[b]:offset[b] + width[b]**2]``."""
+
+    block: np.ndarray
+    row: np.ndarray
+    egress: np.ndarray
+    offset: np.ndarray
+    width: np.ndarray
+    values: np.ndarray
+
+    def adjust(self, tree_distance, p, q) -> np.ndarray:
+        """True distances from the tree's: the matrix inside a block, the
+        egress of both ends for a pair in different blocks."""
+        bp, bq = self.block[p], self.block[q]
+        out = tree_distance + np.where(bp != bq, self.egress[p] + self.egress[q], 0.0)
+        same = (bp == bq) & (bp >= 0) & (p != q)
+        if np.any(same):
+            b = bp[same]
+            out[same] = self.values[self.offset[b] + self.row[p[same]] * self.width[b]
+                                    + self.row[q[same]]]
+        return out
 
 
 class Topology:
@@ -44,7 +127,10 @@ class Topology:
     ``node_kind`` (list of str), ``leaf_of_pe`` (node id of PE p),
     ``leaf_start``/``leaf_stop`` (the PE range below a node),
     ``pe_os_index`` (OS index of each PE, or -1), ``pe_host`` (host name of
-    each PE: the nearest ancestor with a name, else "localhost").
+    each PE: the nearest ancestor with a name, else "localhost"),
+    ``pe_device`` (the GPU of a PE that is one, else None), ``pe_cpus`` (the
+    CPUs a rank on the PE is bound to when the leaf names them, else None:
+    its PU ``pe_os_index``), ``node_links`` (node id -> ``NodeLinks``).
     """
 
     def __init__(self, root: TreeNode):
@@ -56,6 +142,7 @@ class Topology:
         os_index: list[int] = []
         leaves: list[int] = []
         child_lists: list[list[int]] = []
+        extras = _LeafExtras()
         # iterative DFS preorder (trees of 10^5+ leaves would overflow recursion)
         stack: list[tuple[TreeNode, int, int]] = [(root, -1, 0)]
         while stack:
@@ -72,6 +159,9 @@ class Topology:
                 child_lists[par].append(nid)
             if not node.children:
                 leaves.append(nid)
+                extras.leaf(node)
+            elif node.links is not None:
+                extras.links[nid] = node.links
             for child in reversed(node.children):
                 stack.append((child, nid, dep + 1))
         self._init_arrays(
@@ -84,6 +174,7 @@ class Topology:
             np.asarray(leaves, dtype=np.int64),
             child_lists,
         )
+        self._init_extras(extras)
 
     # ------------------------------------------------------------------ build
     def _init_arrays(self, parent, distance, depth, kinds, names, os_index, leaves, child_lists):
@@ -143,6 +234,34 @@ class Topology:
         self.pe_host = np.asarray(hosts, dtype=object)
         self._validate_distances()
 
+    def _init_extras(self, extras: _LeafExtras) -> None:
+        self.pe_device = np.asarray(extras.devices, dtype=object)
+        self.pe_cpus = extras.cpus
+        self.node_links = extras.links
+        self._blocks = None
+        if not extras.links:
+            return
+        rows = np.asarray(extras.rows, dtype=np.int64)
+        block = np.full(self.n_pes, -1, dtype=np.int64)
+        egress = np.zeros(self.n_pes)
+        offset, width, values = [], [], []
+        for b, (node, links) in enumerate(sorted(extras.links.items())):
+            lo, hi = self.leaf_range(node)
+            k = links.distance.shape[0]
+            if np.any(block[lo:hi] >= 0):
+                raise ValueError(f"{self.node_kind[node]} node {node}: node links inside node links")
+            if np.any(rows[lo:hi] < 0) or np.any(rows[lo:hi] >= k):
+                raise ValueError(f"{self.node_kind[node]} node {node}: every PE below node links "
+                                 f"needs its row of the {k} x {k} matrix")
+            block[lo:hi] = b
+            egress[lo:hi] = links.egress[rows[lo:hi]]
+            offset.append(sum(w * w for w in width))
+            width.append(k)
+            values.append(links.distance.ravel())
+        self._blocks = _Blocks(block, np.where(rows < 0, 0, rows), egress,
+                               np.asarray(offset, dtype=np.int64), np.asarray(width, dtype=np.int64),
+                               np.concatenate(values))
+
     def _validate_distances(self):
         inner = self.child_ptr[1:] > self.child_ptr[:-1]
         d = self.node_distance
@@ -175,8 +294,41 @@ class Topology:
 
     def distance(self, p, q) -> np.ndarray:
         """Distance between PEs, elementwise over arrays: O(depth) vector ops,
-        no k x k matrix.  D(p, p) = 0."""
-        return self._dist_ext[self.lca(p, q)]
+        no k x k matrix (inside a node with links, its small matrix).
+        D(p, p) = 0."""
+        tree = self._dist_ext[self.lca(p, q)]
+        if self._blocks is None:
+            return tree
+        p, q = np.broadcast_arrays(np.asarray(p, dtype=np.int64), np.asarray(q, dtype=np.int64))
+        flat = np.broadcast_to(np.asarray(tree, dtype=np.float64), p.shape).reshape(-1)
+        return self._blocks.adjust(flat, p.reshape(-1), q.reshape(-1)).reshape(p.shape)
+
+    def with_pe_cpus(self, cpus) -> "Topology":
+        """This machine with ``cpus[p]`` (OS CPUs, or None) as the CPUs a
+        rank on PE p is bound to: a trace whose ranks were each bound to
+        several CPUs (a core's threads, an L3 for OpenMP) keeps them."""
+        cpus = [None if c is None else tuple(int(x) for x in c) for c in cpus]
+        if len(cpus) != self.n_pes:
+            raise ValueError(f"{len(cpus)} CPU sets for {self.n_pes} PEs")
+        out = copy.copy(self)
+        out.pe_cpus = cpus
+        return out
+
+    @property
+    def has_links(self) -> bool:
+        """Whether some node's inside is a link matrix rather than a tree."""
+        return self._blocks is not None
+
+    def tree_only(self) -> "Topology":
+        """This machine with every node's links replaced by the tree inside
+        it: the approximation the tree constructions and the compiled
+        refinement kernels work on (``self`` when there are no links)."""
+        if self._blocks is None:
+            return self
+        approx = copy.copy(self)
+        approx._blocks = None
+        approx.node_links = {}
+        return approx
 
     def lca_depth(self, p, q) -> np.ndarray:
         return self._depth_ext[self.lca(p, q)]
