@@ -35,6 +35,7 @@ import json
 import os
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -300,10 +301,10 @@ def _read_file(path: Path) -> Trace:
                 raise ValueError(f"{path}: trace version {version!r} is newer than this "
                                  f"rankmap reads ({VERSION}); upgrade rankmap")
             a = {k: _member(path, z, n) for k, n in names.items() if k != _MARKER}
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise ValueError(f"{path}: not a rankmap trace ({exc})") from None
+        raise ValueError(_damaged(path, exc)) from None
     try:
         trace = _build(_checked_meta(meta, path), a, str(path))
     except KeyError as exc:
@@ -315,6 +316,21 @@ def _read_file(path: Path) -> Trace:
         if i.status in UNFINISHED and mtime > i.t_end:
             trace.info[r] = i._replace(t_end=mtime)
     return trace
+
+
+def _damaged(path: Path, exc: BaseException) -> str:
+    """Why a trace file's zip cannot be read, and how to get the trace back."""
+    with open(path, "rb") as fh:
+        zip_start = fh.read(4) == b"PK\x03\x04"
+    merge = f"rankmap merge {path}{PARTS_SUFFIX} -o {path}"  # where the run kept its parts
+    if zip_start and "not a zip file" in str(exc):  # a zip ends with its directory: cut short
+        return (f"{path}: truncated (the zip directory at its end is missing: a copy cut short, or "
+                f"a run that died while writing it); a run's trace is rebuilt from its per-rank "
+                f"parts with '{merge}'")
+    if zip_start:
+        return (f"{path}: damaged ({exc}); a run's trace is rebuilt from its per-rank parts with "
+                f"'{merge}'")
+    return f"{path}: not a rankmap trace ({exc})"
 
 
 def _member(path: Path, z: zipfile.ZipFile, name: str) -> np.ndarray:
