@@ -145,8 +145,10 @@ class Trace:
         """The machine the job ran on, restricted to the ranks' slots, or None.
 
         Needs every host's hwloc XML (recorded at run time) and rankmap's
-        hwloc/cluster readers.  Slots: the first CPU of each rank's binding
-        when the bindings are distinct, else every CPU the ranks may run on.
+        hwloc/cluster readers.  One slot per rank: on the first CPU of each
+        rank's binding when the bindings are distinct, else spread over the
+        CPUs each rank may run on (ranks that shared CPUs share slots' PEs,
+        as many slots on each host as it ran ranks).
         """
         return self.topology_and_placement()[0]
 
@@ -163,7 +165,7 @@ class Trace:
         order = [h for h in dict.fromkeys(hosts) if h is not None]
         if not order or any(self.host_topology_xml.get(h) is None for h in order):
             return None, None
-        if any(b is None for b in bindings):
+        if any(not b for b in bindings):
             return None, None
         try:
             trees = [(h, read_hwloc_xml(self.host_topology_xml[h])) for h in order]
@@ -175,16 +177,22 @@ class Trace:
         distinct = len({(h, tuple(b)) for h, b in zip(hosts, bindings)}) == self.nranks
         try:
             if distinct:  # each rank's PE: its first CPU; a relaunch binds it to all of them
-                rank_pes = np.asarray([pe_of[(h, b[0])] for h, b in zip(hosts, bindings)], dtype=np.int64)
-                slots = slot_of_process(rank_pes)
-                cpus: list = [None] * self.nranks
-                for r, s in enumerate(slots.tolist()):
-                    cpus[s] = bindings[r]
-                return restrict_to_slots(topo, rank_pes).with_pe_cpus(cpus), slots
-            pes = sorted({pe_of[(h, c)] for h, b in zip(hosts, bindings) for c in b})
+                first = [b[0] for b in bindings]
+            else:  # ranks sharing CPUs: one slot per rank, on the least used CPU it may run on
+                used: dict = {}
+                first = []
+                for h, b in zip(hosts, bindings):
+                    c = min(b, key=lambda c: used.get((h, c), 0))
+                    used[(h, c)] = used.get((h, c), 0) + 1
+                    first.append(c)
+            rank_pes = np.asarray([pe_of[(h, c)] for h, c in zip(hosts, first)], dtype=np.int64)
         except KeyError:
             return None, None
-        return restrict_to_slots(topo, np.asarray(pes, dtype=np.int64)), None
+        slots = slot_of_process(rank_pes)
+        cpus: list = [None] * self.nranks
+        for r, s in enumerate(slots.tolist()):
+            cpus[s] = bindings[r]
+        return restrict_to_slots(topo, rank_pes).with_pe_cpus(cpus), slots if distinct else None
 
     # ----------------------------------------------------------------- I/O
     def write(self, path) -> Path:

@@ -228,7 +228,8 @@ for label, opts, token in (
         *[(f"dist-{v}", ["--hierarchy", "2:2", "--distances", f"1:{v}"], "distances")
           for v in ("nan", "inf", "-inf", "1e400", "-1", "x")],
         ("dist-levels", ["--hierarchy", "2:2", "--distances", "1:2:3"], "distances"),
-        ("small-machine", ["--hierarchy", "2:1"], "id.txt"),
+        ("small-machine", ["--hierarchy", "2:1"], "4 ranks but the machine has 2 slots on 1 host"),
+        ("small-machine-eps", ["--hierarchy", "2:1", "--eps", "0.03"], "id.txt"),
         ("mesh-zero", ["--mesh", "0x4"], "mesh"), ("mesh-huge", ["--mesh", "100000x100000x100000"], "mesh"),
         ("mesh-text", ["--mesh", "4xa"], "mesh"), ("torus-neg", ["--torus", "-2x2"], "torus"),
         *[(f"cores-{v}", ["--mesh", "2x2", "--cores", v], "--cores") for v in ("0", "-1", "x", "1.5")],

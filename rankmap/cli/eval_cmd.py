@@ -14,8 +14,8 @@ from ..cost import evaluate
 from ..formats import read_perm
 from ..mapping import balance_report, validate_mapping
 from . import UserError, values
-from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
-                     load_machine, print_comparison)
+from .common import (add_graph_arguments, add_topology_arguments, check_fits, dump_json,
+                     load_graph, load_machine, print_comparison)
 
 NAME = "eval"
 HELP = "score a mapping file (J, bytes per level, bottleneck)"
@@ -28,13 +28,14 @@ def add_arguments(p) -> None:
     p.add_argument("--mapping", required=True, metavar="FILE",
                    help="permutation file: line t = PE of task t")
     p.add_argument("--eps", type=values.eps, default=None,
-                   help="balance tolerance when tasks outnumber PEs (default 0.03)")
+                   help="balance tolerance when tasks outnumber PEs, e.g. 0.03 (needed then)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args) -> int:
     graph = load_graph(args)
     topology, _ = load_machine(args, graph_source=args.input)
+    check_fits(graph, topology, args.eps)
     pe = read_perm(args.mapping)
     try:
         validate_mapping(pe, graph, topology, eps=args.eps)
