@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from ..formats.launch_files import read_launch_file
 from . import UserError, values
 from .common import add_collectives_argument
 
@@ -31,8 +32,9 @@ def add_arguments(p) -> None:
     p.add_argument("--phase", default=None, help="restrict the pair list and plot to one phase")
     p.add_argument("--plot", metavar="FILE", help="save a heat map of the byte matrix (png, pdf, svg)")
     p.add_argument("--mapping", metavar="FILE",
-                   help="with --plot: also draw the matrix in the order of this launch file (perm, "
-                        "Slurm hostfile or Open MPI rankfile from rankmap map -o), side by side")
+                   help="with --plot: also draw the matrix in the order of this launch file (any "
+                        "that rankmap map -o writes: perm, MPICH_RANK_ORDER, hydra machinefile, "
+                        "Open MPI rankfile, Slurm hostfile, bindings), side by side")
 
 
 def _human(n: float) -> str:
@@ -86,44 +88,6 @@ def summary(trace, top: int = 10, kind: str = "all", phase=None) -> str:
     return "\n".join(lines)
 
 
-def read_placement(path: str, n: int) -> tuple[np.ndarray, list[str] | None]:
-    """Tasks in their new launch order and, when the file names hosts, the
-    host of each position.  Reads a ``perm`` file (line t = PE of task t),
-    a Slurm hostfile (line r = host of rank r) or an Open MPI rankfile
-    (``rank r=HOST slot=S``), as ``rankmap map -o`` writes them."""
-    try:
-        lines = [x.split("#", 1)[0].strip() for x in open(path, encoding="utf-8")]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the mapping ({exc})") from None
-    lines = [x for x in lines if x]
-    if lines and lines[0].startswith("rank "):
-        host, slot = [None] * n, np.zeros(n, dtype=np.int64)
-        for no, line in enumerate(lines, 1):
-            parts = line.split()
-            try:
-                rank, h = parts[1].split("=", 1)
-                r, s = int(rank), int(parts[2].split("=", 1)[1].split(",")[0].split(":")[-1])
-            except (IndexError, ValueError):
-                raise ValueError(f"{path}:{no}: expected 'rank R=HOST slot=S', got {line[:60]!r}") from None
-            if not 0 <= r < n:
-                raise ValueError(f"{path}:{no}: rank {r} is not in a trace of {n} ranks")
-            host[r], slot[r] = h, s
-        if any(h is None for h in host):
-            raise ValueError(f"{path}: names {sum(h is not None for h in host)} of the {n} ranks")
-        first = {h: i for i, h in enumerate(dict.fromkeys(host))}
-        order = np.lexsort((slot, [first[h] for h in host]))
-        return order, [host[t] for t in order]
-    if len(lines) != n:
-        raise ValueError(f"{path}: {len(lines)} lines for a trace of {n} ranks")
-    if all(x.lstrip("-").isdigit() for x in lines):
-        return np.argsort(np.asarray(lines, dtype=np.int64), kind="stable"), None
-    if any(len(x.split()) != 1 for x in lines):
-        raise ValueError(f"{path}: expected one PE or one host per line (perm or Slurm hostfile)")
-    first = {h: i for i, h in enumerate(dict.fromkeys(lines))}
-    order = np.argsort([first[h] for h in lines], kind="stable")
-    return order, [lines[t] for t in order]
-
-
 def plot(trace, path, kind="all", phase=None, mapping: str | None = None) -> list:
     """Heat map of the byte matrix, ranks on both axes and node boundaries
     where the trace knows the hosts; with ``mapping`` (a launch file) the
@@ -145,7 +109,7 @@ def plot(trace, path, kind="all", phase=None, mapping: str | None = None) -> lis
     else:
         panels = [(np.arange(g.n), None, "as recorded (hosts unknown)")]
     if mapping is not None:
-        order, new_hosts = read_placement(mapping, g.n)
+        order, new_hosts = read_launch_file(mapping, g.n).launch_order()
         panels.append((order, new_hosts, f"after {mapping.rsplit('/', 1)[-1]}"))
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.6), squeeze=False)
     shown, shares = None, []
