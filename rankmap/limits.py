@@ -15,6 +15,9 @@ MAX_TASKS = 1 << 26
 MAX_PES = 1 << 26
 #: integers beyond this are refused before numpy sees them (int64 arrays)
 MAX_INT = 1 << 62
+#: seeds are 63-bit: numpy's generators take them, the partitioners' C-int
+#: seeds are folded from them
+MAX_SEED = (1 << 63) - 1
 #: the most bytes (or messages) a communication graph may hold in all: J
 #: multiplies them by distances and sums them, which must stay a finite
 #: float (about 1.8e308) for any distances a machine file gives
