@@ -246,8 +246,11 @@ def is_trace(path) -> bool:
         return any(p.glob("*" + SUFFIX))
     if not p.is_file() or not zipfile.is_zipfile(p):
         return False
-    with zipfile.ZipFile(p) as z:
-        return _MARKER + ".npy" in z.namelist()
+    try:
+        with zipfile.ZipFile(p) as z:
+            return _MARKER + ".npy" in z.namelist()
+    except (zipfile.BadZipFile, OSError, EOFError):  # a damaged zip: the reader says how
+        return False
 
 
 def read_trace(path, *, warn_missing: bool = True) -> Trace:

@@ -44,14 +44,14 @@ def run(args) -> int:
     check_fits(graph, topology, args.eps)
     placement = read_launch_file(args.mapping, graph.n)
     pe = placement.pe_of_task(topology)
-    if placement.hosts_only and not args.json:
-        print(f"note: {args.mapping} places ranks on hosts only: the ranks of a host take its PEs "
-              "in rank order, as a launcher binds them without rankmap-bind (the bindings file "
-              "beside it gives rankmap's placement inside each host)", file=sys.stderr)
     try:
         validate_mapping(pe, graph, topology, eps=args.eps)
     except ValueError as exc:  # the mapping file is what is wrong: name it
         raise UserError(f"{args.mapping}: {exc}") from None
+    if placement.hosts_only and not args.json:
+        print(f"note: {args.mapping} places ranks on hosts only: the ranks of a host take its PEs "
+              "in rank order, as a launcher binds them without rankmap-bind (the bindings file "
+              "beside it gives rankmap's placement inside each host)", file=sys.stderr)
     from ..algorithms import map_tasks
 
     identity = map_tasks(graph, topology, method="identity", eps=args.eps).pe_of_task

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..limits import MAX_TASKS, check_readable
+from ..limits import MAX_PES, MAX_TASKS, check_readable
 from .common import FormatError
 from .launch import LAUNCH_FILE_NAMES, LAUNCH_FORMATS, core_slots
 
@@ -204,12 +204,14 @@ def _read_rankfile(path: str, data, n: int) -> LaunchPlacement:
         if m is None:
             raise FormatError(f"{path}:{no}: expected 'rank R=HOST slot=K' with K a core number, "
                               f"got {text[:60]!r}")
-        r = int(m.group(1))
+        r, k = int(m.group(1)), int(m.group(3))
         if r >= n:
             raise FormatError(f"{path}:{no}: rank {r} is not in the job's ranks 0..{n - 1}")
+        if k >= MAX_PES:
+            raise FormatError(f"{path}:{no}: slot {k} is beyond the {MAX_PES} PEs rankmap handles")
         if host[r] is not None:
             raise FormatError(f"{path}:{no}: rank {r} listed twice")
-        host[r], core[r] = m.group(2), int(m.group(3))
+        host[r], core[r] = m.group(2), k
     missing = [r for r, h in enumerate(host) if h is None]
     if missing:
         raise FormatError(f"{path}: no line for rank {missing[0]} ({n - len(missing)} of the job's "

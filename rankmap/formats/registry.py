@@ -149,12 +149,17 @@ def read_recorded(path: str, fmt: str = "auto", collectives: str = "tree"):
 
 
 def _check_totals(trace, path: str) -> None:
-    """The recorded counts fit a communication graph (``graph.MAX_TOTAL``),
-    checked once here so that every graph of the trace can be built."""
+    """The recorded counts fit a communication graph (finite, >= 0, in all
+    at most ``graph.MAX_TOTAL``), checked once here so that every graph of
+    the trace can be built."""
     for field, what in (("bytes", "byte counts"), ("msgs", "message counts")):
         values = [np.asarray(e[field], dtype=np.float64) for e in trace.edges.values()]
+        bad = [v[~(v >= 0)][:1] for v in values if v.size and not np.all(v >= 0)]
+        if bad:
+            raise FormatError(f"{path}: a recorded {what[:-1]} is {bad[0][0]!r}: counts are finite "
+                              "and >= 0")
         with np.errstate(over="ignore", invalid="ignore"):
-            total = float(sum(np.abs(v).sum() for v in values))
+            total = float(sum(v.sum() for v in values))
         if not total <= MAX_TOTAL:
             amount = "past the float range" if total == np.inf else f"to {total:.4g}"
             raise FormatError(f"{path}: recorded {what} sum {amount}, more than the "

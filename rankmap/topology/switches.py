@@ -27,6 +27,7 @@ class Switch:
     nodes: list[str] = field(default_factory=list)
     switches: list[str] = field(default_factory=list)
     line: int = 0
+    source: str = "topology.conf"  # the file it was read from, for errors
 
 
 def parse_topology_conf(path) -> dict[str, Switch]:
@@ -60,7 +61,7 @@ def parse_topology_conf_text(text: str, label: str = "<topology.conf>") -> dict[
         name = fields["switchname"]
         if name in switches:
             raise ValueError(f"{where}: switch {name!r} defined twice (line {switches[name].line})")
-        sw = Switch(name, line=lineno)
+        sw = Switch(name, line=lineno, source=label)
         try:
             if "nodes" in fields:
                 sw.nodes = expand_nodelist(fields["nodes"])
@@ -81,10 +82,12 @@ def parse_topology_conf_text(text: str, label: str = "<topology.conf>") -> dict[
 
 
 def switch_tree(switches: dict[str, Switch], nodes: list[tuple[str, TreeNode]],
-                label: str = "topology.conf") -> TreeNode:
+                label: str | None = None) -> TreeNode:
     """The job's machine: ``nodes`` (host name, node tree) placed under the
     switches that list them, in switch order; hosts keep their relative
-    order within a switch.  A host no switch lists is an error."""
+    order within a switch.  A host no switch lists is an error naming
+    ``label`` (default: the file the switches were read from)."""
+    label = label or next((sw.source for sw in switches.values()), "topology.conf")
     by_host = dict(nodes)
     parent_of: dict[str, str] = {}
     for sw in switches.values():
