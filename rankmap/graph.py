@@ -51,8 +51,8 @@ class CommGraph:
             w = np.asarray(vertex_weights, dtype=np.float64)
             if w.shape != (n,):
                 raise ValueError(f"vertex_weights has {w.size} entries for {n} tasks")
-            if np.any(w < 0):
-                raise ValueError("vertex weights must be non-negative")
+            if not np.all((w >= 0) & (w < np.inf)):
+                raise GraphError("vertex weights must be finite and non-negative")
             self.vertex_weights = w
         self.name = name
 

@@ -249,7 +249,7 @@ def is_trace(path) -> bool:
     try:
         with zipfile.ZipFile(p) as z:
             return _MARKER + ".npy" in z.namelist()
-    except (zipfile.BadZipFile, OSError, EOFError):  # a damaged zip: the reader says how
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError):  # the reader says how
         return False
 
 
@@ -312,8 +312,8 @@ def _read_file(path: Path) -> Trace:
                 raise ValueError(f"{path}: trace version {version!r} is newer than this "
                                  f"rankmap reads ({VERSION}); upgrade rankmap")
             a = {k: _member(path, z, n) for k, n in names.items() if k != _MARKER}
-    except (OSError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
-        if isinstance(exc, FileNotFoundError):
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as exc:
+        if isinstance(exc, FileNotFoundError):  # NotImplementedError: an unknown compression
             raise
         raise ValueError(_damaged(path, exc)) from None
     try:
@@ -437,7 +437,7 @@ def _build(meta: dict, a: dict, source: str) -> Trace:
     edges = {}
     for kind in KINDS:
         count = a[f"{kind}_src"].size
-        e = {"src": _array(source, a, f"{kind}_src", count, low=-1, high=n - 1).astype(np.int64),
+        e = {"src": _array(source, a, f"{kind}_src", count, low=0, high=n - 1).astype(np.int64),
              "dst": _array(source, a, f"{kind}_dst", count, low=-1, high=n - 1).astype(np.int64),
              "phase": _array(source, a, f"{kind}_phase", count, low=0,
                              high=len(meta["phases"]) - 1).astype(np.int32),

@@ -128,6 +128,12 @@ for label, header in (("n-1e12", "1000000000000 4 1"), ("m-1e12", "4 10000000000
     text = CLEAN["metis"][1].replace("4 4 1\n", header + "\n", 1)
     case(f"metis-header-{label}", {"g.graph": text}, ["convert", "{g.graph}", "-o", "{out.edges}"],
          ("error", "g.graph"))
+for label, header, first in (("vertex-weight-negative", "4 4 11", "-3 2 5 4 7"),
+                             ("vertex-weight-nan", "4 4 11", "nan 2 5 4 7")):
+    text = CLEAN["metis"][1].replace("4 4 1\n", header + "\n", 1).replace("2 5 4 7", first, 1)
+    text = text.replace("1 5 3 6", "1 1 5 3 6").replace("2 6 4 8", "1 2 6 4 8").replace("1 7 3 8", "1 1 7 3 8")
+    case(f"metis-header-{label}", {"g.graph": text}, ["convert", "{g.graph}", "-o", "{out.edges}"],
+         ("error", "g.graph"))
 for label, size in (("nnz-1e12", "4 4 1000000000000"), ("n-1e12", "1000000000000 1000000000000 4"),
                     ("n-huge", "99999999999999999999 99999999999999999999 4"),
                     ("rect", "4 5 4"), ("nnz-neg", "4 4 -1"), ("nnz-float", "4 4 4.5"),

@@ -53,8 +53,8 @@ def summary(trace, top: int = 10, kind: str = "all", phase=None) -> str:
     hosts = [h for h in trace.hosts if h is not None]
     per_host = {h: hosts.count(h) for h in dict.fromkeys(hosts)}
     lines.append(f"hosts     {len(per_host)}: " + ", ".join(f"{h} ({c} ranks)" for h, c in per_host.items()))
-    mpi = trace.meta.get("mpi", {})
-    lines.append(f"program   {' '.join(trace.meta.get('argv', [])) or '?'}")
+    mpi = trace.meta.get("mpi") or {}  # optional fields may be null
+    lines.append(f"program   {' '.join(trace.meta.get('argv') or []) or '?'}")
     if trace.meta.get("tool"):
         lines.append(f"recorded  by {trace.meta['tool']}; collectives model "
                      f"{trace.meta.get('collectives', '?')}")
