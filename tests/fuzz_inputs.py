@@ -647,7 +647,9 @@ def _generated_graph_case(draw) -> Case:
 
         got = mmread(str(d / "out.mtx"))
         got = got.toarray() if hasattr(got, "toarray") else np.asarray(got)
-        if got.shape != expect.shape or not np.array_equal(got, expect):
+        # the same entries, each exact but for the rounding of summing a pair's repeats
+        if got.shape != expect.shape or not np.array_equal(got != 0, expect != 0) or \
+                not np.allclose(got, expect, rtol=1e-12, atol=0):
             return (f"{fmt} file read as a different graph:\n{text[:400]}\nexpected\n{expect}\n"
                     f"got\n{got}")
         return None
