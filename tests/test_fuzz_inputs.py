@@ -1,7 +1,9 @@
 """Every reader fuzzed (``tests/fuzz_inputs.py``): each family's mutated and
 generated inputs with a fixed seed and a small budget, so that CI stays
 about a minute; ``benchmarks/fuzz_readers.py`` runs the long campaign.  Below
-the families, the inputs that broke a reader before its fix, each by name."""
+the families, by name, the inputs fuzzing turns up that take a reader down
+a path of its own (a C library reading on forever, a zip's directory, null
+metadata, numbers past any machine)."""
 
 from __future__ import annotations
 
