@@ -194,25 +194,26 @@ def device_environment(device: str | None) -> dict[str, str]:
     return DEVICE_ENVIRONMENT[kind](index)
 
 
-def apply(binding: Binding, environ: dict, *, check_host: bool = True) -> set[int]:
-    """Bind this process as ``binding`` says: affinity set, ``environ``
-    updated for the device; returns the CPUs."""
+def apply(binding: Binding, environ: dict, *, check_host: bool = True, dry_run: bool = False) -> set[int]:
+    """Bind this process as ``binding`` says: affinity set (not with
+    ``dry_run``), ``environ`` updated for the device; returns the CPUs."""
     here = socket.gethostname()
     if check_host and not same_host(here, binding.host):
         raise BindError(f"rank {binding.rank} runs on {here}, but the bindings place it on "
                         f"{binding.host}: relaunch with the host file written beside the bindings "
                         "(or pass --ignore-host when the names differ only in form)")
-    cpus = resolve_cpus(binding.cpus)
-    try:
-        os.sched_setaffinity(0, cpus)
-    except OSError as exc:
-        raise BindError(f"rank {binding.rank}: cannot bind to CPUs {format_cpulist(cpus)} on {here} "
-                        f"({exc.strerror}; outside this job's CPUs?)") from None
+    cpus = resolve_cpus(binding.cpus) if not (dry_run and binding.cpus.startswith("@")) else set()
+    if not dry_run:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as exc:
+            raise BindError(f"rank {binding.rank}: cannot bind to CPUs {format_cpulist(cpus)} on "
+                            f"{here} ({exc.strerror}; outside this job's CPUs?)") from None
     environ.update(device_environment(binding.device))
     return cpus
 
 
-USAGE = """usage: rankmap-bind [--report] [--ignore-host] BINDINGS -- PROGRAM [ARGS...]
+USAGE = """usage: rankmap-bind [--report] [--ignore-host] [--dry-run] BINDINGS -- PROGRAM [ARGS...]
 
 Start PROGRAM as the rank the launcher gave this process, bound to the CPUs
 (and GPU) that line of BINDINGS names (a bindings file rankmap map wrote, or
@@ -224,6 +225,9 @@ the directory holding it). Put it between the launcher and the program:
 
   --report       each rank prints its host, CPUs and device on stderr
   --ignore-host  bind even when this host is not the one the line names
+  --dry-run      each rank prints its line's CPUs and device variables on
+                 stdout and exits, binding and running nothing (a check of
+                 the bindings under the real launcher)
 """
 
 
@@ -232,11 +236,9 @@ def main(argv=None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if args else 2
-    report = ignore_host = False
-    while args and args[0] in ("--report", "--ignore-host"):
-        report |= args[0] == "--report"
-        ignore_host |= args[0] == "--ignore-host"
-        args.pop(0)
+    flags = {"--report": False, "--ignore-host": False, "--dry-run": False}
+    while args and args[0] in flags:
+        flags[args.pop(0)] = True
     if len(args) < 3 or args[1] != "--":
         print("rankmap-bind: expected BINDINGS -- PROGRAM [ARGS...] (rankmap-bind --help)", file=sys.stderr)
         return 2
@@ -248,11 +250,17 @@ def main(argv=None) -> int:
             raise BindError(f"{variable}={rank}, but {path} places ranks 0..{len(bindings) - 1}: "
                             f"start the job with -n {len(bindings)}")
         environ = dict(os.environ)
-        cpus = apply(bindings[rank], environ, check_host=not ignore_host)
+        cpus = apply(bindings[rank], environ, check_host=not flags["--ignore-host"],
+                     dry_run=flags["--dry-run"])
     except (ValueError, BindError) as exc:
         print(f"rankmap-bind: {exc}", file=sys.stderr)
         return 2
-    if report:
+    if flags["--dry-run"]:
+        b = bindings[rank]
+        variables = " ".join(f"{k}={v}" for k, v in device_environment(b.device).items())
+        print(f"rank {rank} host {b.host} cpus {b.cpus} {variables}".rstrip(), flush=True)
+        return 0
+    if flags["--report"]:
         b = bindings[rank]
         print(f"rankmap-bind: rank {rank} on {socket.gethostname()} cpus {format_cpulist(cpus)}"
               f" device {b.device or '-'}", file=sys.stderr, flush=True)

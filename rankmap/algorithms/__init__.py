@@ -148,11 +148,15 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
 
         eps = DEFAULT_EPS
     deadline = Deadline(_limit(options.get("time_limit"), "time_limit")) if deadline is None else deadline
+    # nodes whose inside is a link matrix: the methods map onto the tree that
+    # approximates it, then each node's PEs are settled on the true distances
+    tree = topology.tree_only() if getattr(topology, "has_links", False) else topology
     if method == "auto" and "numba" not in sys.modules and not deadline.allows(AUTO_FIRST_CALL):
         given = _given_order(graph, topology, eps)  # auto could not even start: skip its imports
         if given is not None:
             start = time.perf_counter()
-            pe = _quick_start(graph, topology, given, seed, eps, deadline)
+            pe = _within_nodes(graph, topology, _quick_start(graph, tree, given, seed, eps, deadline), deadline)
+            pe = _better(graph, topology, pe, given)
             return Mapping(pe, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
@@ -170,19 +174,19 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     start = time.perf_counter()
     # the method stops early enough for the checks below (whole-graph passes, not cut)
     inner = deadline.sooner(_tail_seconds(graph))
-    pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, deadline=inner, **options)
+    pe = METHODS[method].fn(graph, tree, seed=seed, eps=eps, deadline=inner, **options)
     deadline.hit |= inner.hit
     if isinstance(refine, str) and refine.strip().lower() == "moves":  # many-to-one: single-task moves
         from .refine.moves import move_refine
 
-        pe = move_refine(graph, topology, pe, seed=seed, eps=eps, deadline=deadline)
+        pe = move_refine(graph, tree, pe, seed=seed, eps=eps, deadline=deadline)
     elif refine:  # any method's result may go through swap refinement
         from .refine.swaps import refine_option, swap_refine_option_depth, swap_refine
 
         if refine_option(refine):
-            pe = swap_refine(graph, topology, pe, seed=seed, eps=eps,
+            pe = swap_refine(graph, tree, pe, seed=seed, eps=eps,
                              depth=swap_refine_option_depth(refine_depth), deadline=deadline)
-    pe = np.asarray(pe, dtype=np.int64)
+    pe = _within_nodes(graph, topology, np.asarray(pe, dtype=np.int64), deadline)
     validate_mapping(pe, graph, topology, eps=eps)
     if deadline.hit:
         pe = _not_worse_than_given(graph, topology, pe, eps)
@@ -199,6 +203,16 @@ def _tail_seconds(graph) -> float:
     search and that no deadline cuts: the J of its last start, the check
     of the mapping, the comparison with the given order."""
     return _TAIL_PASSES * _PER_COST_ENTRY * (graph.n_edges + graph.n)
+
+
+def _within_nodes(graph, topology, pe, deadline: Deadline):
+    """``pe`` with the PEs of every link node settled on the true distances
+    (``refine.within_nodes``); unchanged on machines that are trees."""
+    if not getattr(topology, "has_links", False):
+        return pe
+    from .refine.within_nodes import place_within_nodes
+
+    return place_within_nodes(graph, topology, pe, deadline)
 
 
 def _limit(value, name: str) -> float | None:

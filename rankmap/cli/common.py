@@ -55,6 +55,14 @@ def add_topology_arguments(parser) -> None:
     g.add_argument("--torus", metavar="DIMS", help="torus of nodes, e.g. 16x32x32 (hops with wrap-around)")
     g.add_argument("--cores", type=values.count(1), default=None, metavar="N",
                    help="PEs per node of --mesh/--torus (default 1)")
+    g.add_argument("--gpu-node", metavar="NAME|FILE",
+                   help="one rank per GPU, every node this GPU node: a built-in type (frontier, "
+                        "lumi-g, dgx-a100, dgx-h100), a GPU node file (rankmap.topology.gpu_nodes) "
+                        "or an hwloc XML with its GPUs; the links inside the node are a matrix, "
+                        "and the relaunch binds each rank to its GPU and the cores near it")
+    g.add_argument("--per", choices=["core", "gpu"], default=None,
+                   help="what a PE is on hwloc machines (a trace's, --topology XML, this "
+                        "machine): a core's hardware thread (default) or a GPU, one rank each")
     h = parser.add_argument_group(
         "hosts (with these, --hierarchy or --topology describe ONE node; default node: the "
         "trace's recorded one, else this machine; inside a Slurm allocation its nodes are used "
@@ -89,8 +97,11 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
     when a trace says so (the real "before"), else None (identity is then
     the launch order)."""
     mesh, torus = getattr(args, "mesh", None), getattr(args, "torus", None)
-    if sum(bool(x) for x in (args.hierarchy, args.topology, mesh, torus)) > 1:
-        raise UserError("give one machine: --hierarchy, --topology, --mesh or --torus")
+    gpu_node = getattr(args, "gpu_node", None)
+    if sum(bool(x) for x in (args.hierarchy, args.topology, mesh, torus, gpu_node)) > 1:
+        raise UserError("give one machine: --hierarchy, --topology, --gpu-node, --mesh or --torus")
+    if gpu_node and getattr(args, "per", None) == "core":
+        raise UserError("--gpu-node maps one rank per GPU: leave out --per core")
     if getattr(args, "cores", None) is not None and not (mesh or torus):
         raise UserError("--cores needs --mesh or --torus")
     if args.distances and not args.hierarchy:
@@ -108,10 +119,14 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
             topo = mesh_topology_from_spec(mesh or torus, torus=bool(torus), cores=args.cores or 1)
         elif args.hierarchy:
             topo = topology_from_strings(args.hierarchy, args.distances)
+        elif gpu_node or (args.topology and _per_gpu(args)):
+            topo = _one_node(args, None)
         elif args.topology:
             topo = load_topology(args.topology)
     if topo is not None:
         return topo, None if trace is None else _hosts_placement(trace.hosts, topo)
+    if trace is not None and _per_gpu(args):
+        return _trace_gpus(trace), None
     if trace is not None:
         topo, recorded = trace.topology_and_placement()
         if topo is not None:
@@ -159,12 +174,48 @@ def _cluster_of_hosts(args, trace) -> Topology:
     return cluster_of_hosts(node, slots, switches=switches)
 
 
+def _per_gpu(args) -> bool:
+    return bool(getattr(args, "gpu_node", None)) or getattr(args, "per", None) == "gpu"
+
+
+def _trace_gpus(trace) -> Topology:
+    """The GPUs of every host a trace recorded (each host's hwloc XML)."""
+    from ..topology.cluster import compose_cluster
+    from ..topology.hwloc_gpus import read_hwloc_gpus
+
+    hosts = [h for h in dict.fromkeys(trace.hosts) if h is not None]
+    missing = [h for h in hosts if not trace.host_topology_xml.get(h)]
+    if not hosts or missing:
+        raise UserError("--per gpu: the trace recorded no hwloc XML of "
+                        f"{missing[0] if missing else 'its hosts'}; give --gpu-node or --topology")
+    nodes = [(h, read_hwloc_gpus(trace.host_topology_xml[h], host=h)) for h in hosts]
+    return compose_cluster(nodes) if len(nodes) > 1 else nodes[0][1]
+
+
 def _one_node(args, trace) -> Topology:
-    """The tree of one node when the hosts are given: --hierarchy, an
-    --topology file of one host, the trace's first recorded host, or this
-    machine."""
+    """The tree of one node when the hosts are given: --hierarchy,
+    --gpu-node, an --topology file of one host, the trace's first recorded
+    host, or this machine (with --per gpu: the GPUs of the XML)."""
     if args.hierarchy:
         return hierarchy_topology(*parse_hierarchy(args.hierarchy, args.distances), host_prefix=None)
+    if getattr(args, "gpu_node", None):
+        from ..topology.gpu_nodes import load_gpu_node
+
+        return load_gpu_node(args.gpu_node)
+    if _per_gpu(args):
+        from ..topology.hwloc_gpus import read_hwloc_gpus
+        from ..topology.live import discover_local_xml
+
+        xml = args.topology
+        if xml is None and trace is not None:
+            xml = next((trace.host_topology_xml[h] for h in trace.hosts
+                        if trace.host_topology_xml.get(h)), None)
+        elif xml is None:
+            xml = discover_local_xml()
+        if xml is None:
+            raise UserError("--per gpu needs an hwloc XML with the GPUs: --topology node.xml, a "
+                            "trace that recorded one, or lstopo on this machine")
+        return read_hwloc_gpus(xml)
     if args.topology:
         topo = load_topology(args.topology)
         if not isinstance(topo, Topology) or len(topo.hosts()) > 1:

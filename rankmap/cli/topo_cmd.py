@@ -15,6 +15,8 @@ Examples:
   rankmap topo --xml node.xml --nodes node[01-08] --network 4:2 --network-distances 100:400
   rankmap topo --xml node.xml --hostfile hosts.txt
   rankmap topo --export node.xml        (describe a compute node once, map elsewhere)
+  rankmap topo --gpu-node frontier      (8 GCDs, their links, devices and cores)
+  rankmap topo --xml gpu-node.xml --per gpu
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ def add_arguments(parser) -> None:
     src.add_argument("--live", action="store_true", help="this machine (default)")
     src.add_argument("--topology", metavar="FILE",
                      help="any topology file rankmap reads (hwloc XML, cluster file, tleaf, hierarchy)")
+    src.add_argument("--gpu-node", metavar="NAME|FILE",
+                     help="a GPU node, one PE per GPU: built-in (frontier, lumi-g, dgx-a100, "
+                          "dgx-h100), a GPU node file or an hwloc XML with GPUs")
+    parser.add_argument("--per", choices=["core", "gpu"], default="core",
+                        help="with --xml/--live: PEs are hardware threads (default) or GPUs")
     parser.add_argument("--no-lstopo", action="store_true",
                         help="with --live: read Linux sysfs even when lstopo is installed")
     parser.add_argument("--affinity", action="store_true",
@@ -68,8 +75,10 @@ def build_topology(args):
     from ..topology import load_topology
     from ..topology.cluster import (cluster_from_xmls, compose_cluster, host_slot_pes,
                                     parse_network, restrict_to_slots)
+    from ..topology.gpu_nodes import load_gpu_node
     from ..topology.hosts import expand_nodelist, parse_hostfile
-    from ..topology.live import affinity_pes, discover_local
+    from ..topology.hwloc_gpus import read_hwloc_gpus
+    from ..topology.live import affinity_pes, discover_local, discover_local_xml
     from ..topology.switches import parse_topology_conf
 
     arities, net_dists = parse_network(args.network, args.network_distances)
@@ -88,7 +97,17 @@ def build_topology(args):
         return load_topology(args.topology)
     if (args.affinity or args.no_lstopo) and args.xml:
         raise ValueError("--affinity and --no-lstopo go with --live")
-    if args.xml:
+    if args.gpu_node or args.per == "gpu":
+        if args.gpu_node:
+            node = load_gpu_node(args.gpu_node)
+        else:
+            xml = args.xml[0] if args.xml else discover_local_xml()
+            if xml is None or (args.xml and len(args.xml) > 1):
+                raise ValueError("--per gpu reads one hwloc XML with GPUs (--xml FILE, or lstopo here)")
+            node = read_hwloc_gpus(xml)
+        topo = (compose_cluster([(h, node) for h in hosts or node.hosts()], arities, net_dists,
+                                switches=switches) if clustered else node)
+    elif args.xml:
         topo = cluster_from_xmls(args.xml, hosts, arities, net_dists, args.level_distances,
                                  switches=switches)
     else:

@@ -43,7 +43,6 @@ def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) ->
     pe_of_node = np.full(topology.n_nodes, -1, dtype=np.int64)
     pe_of_node[topology.leaf_of_pe] = np.arange(topology.n_pes)
     made: list[TreeNode | None] = [None] * topology.n_nodes
-    blocks = topology._blocks
     for n in range(topology.n_nodes - 1, -1, -1):  # children before parents
         if not keep[n]:
             continue
@@ -53,7 +52,7 @@ def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) ->
             os_index = int(topology.pe_os_index[pe])
             leaf = dict(os_index=None if os_index < 0 else os_index, device=topology.pe_device[pe],
                         cpus=topology.pe_cpus[pe],
-                        link_row=int(blocks.row[pe]) if blocks is not None and blocks.block[pe] >= 0 else None)
+                        link_row=int(topology.pe_link_row[pe]) if topology.pe_link_row[pe] >= 0 else None)
             m = int(slots_per_pe[pe])
             children = [TreeNode("slot", **leaf) for _ in range(m)] if m > 1 else []
             made[n] = TreeNode(kind, 0.0, children, name=name, **leaf)

@@ -239,9 +239,11 @@ class Topology:
         self.pe_cpus = extras.cpus
         self.node_links = extras.links
         self._blocks = None
+        self.pe_link_node = np.full(self.n_pes, -1, dtype=np.int64)  # the node whose links hold PE p
+        self.pe_link_row = np.asarray(extras.rows, dtype=np.int64)  # the row its leaf names, or -1
         if not extras.links:
             return
-        rows = np.asarray(extras.rows, dtype=np.int64)
+        rows = self.pe_link_row
         block = np.full(self.n_pes, -1, dtype=np.int64)
         egress = np.zeros(self.n_pes)
         offset, width, values = [], [], []
@@ -254,6 +256,7 @@ class Topology:
                 raise ValueError(f"{self.node_kind[node]} node {node}: every PE below node links "
                                  f"needs its row of the {k} x {k} matrix")
             block[lo:hi] = b
+            self.pe_link_node[lo:hi] = node
             egress[lo:hi] = links.egress[rows[lo:hi]]
             offset.append(sum(w * w for w in width))
             width.append(k)
@@ -328,6 +331,7 @@ class Topology:
         approx = copy.copy(self)
         approx._blocks = None
         approx.node_links = {}
+        approx.pe_link_node = np.full(self.n_pes, -1, dtype=np.int64)
         return approx
 
     def lca_depth(self, p, q) -> np.ndarray:
