@@ -96,7 +96,7 @@ def test_topology_conf_fabrics_and_errors():
     for text, msg in [("SwitchName=s0\n", "neither Nodes= nor Switches="),
                       ("SwitchName=s0 Nodes=a[1-\n", ":1: nodelist"),
                       ("SwitchName=s0 Switches=s9\n", "unknown switch 's9'"),
-                      ("NodeName=a1\n", "not a tree-plugin line"),
+                      ("NodeName=a1\n", "not a tree- or block-plugin line"),
                       ("SwitchName=s0 Nodes=a1\nSwitchName=s0 Nodes=a2\n", ":2: switch 's0' defined twice"),
                       ("SwitchName=a Switches=b\nSwitchName=b Switches=a\n", None)]:
         if msg is None:

@@ -72,8 +72,10 @@ def add_topology_arguments(parser) -> None:
     h.add_argument("--hostfile", metavar="FILE",
                    help="the job's hosts and slots: MPICH 'host:n', Open MPI 'host slots=n', or "
                         "one host per line (Slurm)")
-    h.add_argument("--switches", metavar="TOPOLOGY.CONF",
-                   help="Slurm topology.conf (tree plugin): its switches become the network levels")
+    h.add_argument("--switches", metavar="FILE",
+                   help="the network above the hosts: Slurm's topology.conf (tree or block plugin) "
+                        "or topology.yaml (FILE:NAME picks a topology), or a file of 'HOST XNAME' "
+                        "lines (Cray); hosts named by Cray xnames (x1000c0s0b0n0) need none")
 
 
 def load_graph(args) -> CommGraph:
@@ -150,7 +152,7 @@ def _cluster_of_hosts(args, trace) -> Topology:
     else the Slurm allocation, else the trace) each a copy of one node tree,
     under the switches of a topology.conf when given."""
     from ..topology.cluster import cluster_of_hosts
-    from ..topology.switches import parse_topology_conf
+    from ..topology.switches import load_switches
 
     if args.hosts:
         slots = [(h, None) for h in expand_nodelist(args.hosts)]
@@ -170,7 +172,7 @@ def _cluster_of_hosts(args, trace) -> Topology:
         if all(h in ran for h, _ in slots):  # relaunch on the same hosts: as many ranks per host
             slots = [(h, ran[h]) for h, _ in slots]
     node = _one_node(args, trace)
-    switches = parse_topology_conf(args.switches) if args.switches else None
+    switches = load_switches(args.switches, [h for h, _ in slots]) if args.switches else None
     return cluster_of_hosts(node, slots, switches=switches)
 
 

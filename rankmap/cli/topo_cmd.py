@@ -57,8 +57,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--network-distances", metavar="D1:D2", default="",
                         help="distance of each network level (default 100, 400, ...; one more for "
                              "a top level joining the groups)")
-    parser.add_argument("--switches", metavar="TOPOLOGY.CONF",
-                        help="Slurm topology.conf (tree plugin): its switches above the nodes")
+    parser.add_argument("--switches", metavar="FILE",
+                        help="the network above the nodes: Slurm topology.conf (tree or block "
+                             "plugin), topology.yaml (FILE:NAME picks one), or 'HOST XNAME' lines")
     parser.add_argument("--level-distances", metavar="KIND=D,...",
                         help="override the default distance of node levels, e.g. core=2,package=20")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -79,7 +80,7 @@ def build_topology(args):
     from ..topology.hosts import expand_nodelist, parse_hostfile
     from ..topology.hwloc_gpus import read_hwloc_gpus
     from ..topology.live import affinity_pes, discover_local, discover_local_xml
-    from ..topology.switches import parse_topology_conf
+    from ..topology.switches import load_switches
 
     arities, net_dists = parse_network(args.network, args.network_distances)
     hosts = expand_nodelist(args.nodes) if args.nodes else None
@@ -88,7 +89,7 @@ def build_topology(args):
         if hosts is not None:
             raise ValueError("give either --nodes or --hostfile, not both")
         hosts = [h for h, _ in slots]
-    switches = parse_topology_conf(args.switches) if args.switches else None
+    switches = load_switches(args.switches, hosts or []) if args.switches else None
     clustered = hosts is not None or arities or net_dists or switches is not None
     if args.topology:
         if clustered or args.level_distances:

@@ -37,7 +37,7 @@ DEFAULT_DISTANCES: dict[str, float] = {
 """Default distance per level kind inside a machine."""
 
 # outer-first order of kinds inside a merged label; unknown kinds sort with groups
-_RANK = {"network": -3, "rack": -2, "switch": -1, "system": 0, "machine": 0, "group": 1,
+_RANK = {"network": -3, "rack": -2, "cabinet": -2, "switch": -1, "chassis": -1, "blade": -1, "system": 0, "machine": 0, "group": 1,
          "package": 2, "die": 3, "numa": 4, "L3": 5, "L2": 6, "core": 7, "pu": 8}
 _GROUP_RANK = 1
 
