@@ -178,7 +178,7 @@ def resolve_cpus(token: str) -> set[int]:
     from .topology.live import discover_local
 
     core = int(token[1:])
-    here = discover_local()
+    here = discover_local(use_lstopo=False)  # sysfs: the same tree as lstopo's, no process per rank
     slots = core_slots(here)
     cpus = {int(c) for c, s in zip(here.pe_os_index, slots) if s == core}
     if not cpus:
