@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.construct.treematch import bottom_up, parse_pe_list, split_by_capacity, treematch_map
+from rankmap.algorithms.construct.placements import parse_pe_list
+from rankmap.algorithms.construct.treematch import bottom_up, split_by_capacity, treematch_map
 from rankmap.algorithms.construct.treematch_grouping import aggregate, extend, group_processes
 from rankmap.cost import mapping_cost
 from rankmap.graph import CommGraph

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import DEFAULT_NETWORK_DISTANCE
 from .hosts import expand_nodelist
+from .levels import DEFAULT_NETWORK_DISTANCE
 from .tree import TreeNode
 
 

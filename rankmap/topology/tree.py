@@ -246,8 +246,16 @@ class Topology:
     def __repr__(self) -> str:
         u = self.uniform_hierarchy()
         if u is not None:
-            from .hierarchy import format_hierarchy
-
             s, d = format_hierarchy(*u)
             return f"Topology(hierarchy={s!r}, distances={d!r}, n_pes={self.n_pes})"
         return f"Topology(n_pes={self.n_pes}, depth={self.max_depth}, irregular)"
+
+
+def format_distance(x: float) -> str:
+    """A distance as hierarchy strings write it: ``10``, or ``2.5``."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def format_hierarchy(arities, distances) -> tuple[str, str]:
+    """``([4, 16], [1, 10])`` -> ``("4:16", "1:10")``, the inverse of ``hierarchy.parse_hierarchy``."""
+    return ":".join(str(int(a)) for a in arities), ":".join(format_distance(d) for d in distances)

@@ -62,7 +62,7 @@ from ...deadline import Deadline
 from ...graph import CommGraph
 from ...layout import check_coordinates, infer_coordinates, layout_method, load_coordinates
 from ...topology.mesh import MeshTopology
-from .. import METHODS, register
+from ..registry import METHODS, register
 from ..construct.baselines import pe_capacity
 from .nearest import FreeNodeTree, SpiralSearch
 from ..refine.swaps import swap_refine
