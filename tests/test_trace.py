@@ -128,6 +128,31 @@ def test_show_plot_before_and_after_a_mapping(tmp_path, capsys):
     assert "--mapping goes with --plot" in capsys.readouterr().err
 
 
+def test_unbound_ranks_are_placed_by_host_without_machine_options(tmp_path, data_dir, capsys):
+    """Ranks launched round-robin on four hosts and left unbound (hydra's
+    default; every rank may run on any CPU of its host): the trace gives
+    one slot per rank on each host and each rank's host as the "before",
+    exactly what naming the hosts with --hosts gives."""
+    xml = (data_dir / "topologies/16em64t-4s2c2t.v2-hwloc2.14.xml").read_text()
+    hosts = ["cn01", "cn02", "cn03", "cn04"]
+    parts = [_part(r, 16, [((r + 1) % 16, 1000, 1, 0), ((r - 1) % 16, 1000, 1, 0)], host=hosts[r % 4])
+             for r in range(16)]
+    t = merge_traces(parts)
+    t.info = {r: i._replace(binding=list(range(16))) for r, i in t.info.items()}
+    t.host_topology_xml = dict.fromkeys(hosts, xml)
+    topo, pe_of_rank = t.topology_and_placement()
+    assert topo.n_pes == 16 and sorted(topo.hosts()) == hosts
+    assert [topo.pe_host[pe_of_rank[r]] for r in range(16)] == [hosts[r % 4] for r in range(16)]
+    path = t.write(tmp_path / "rr.rmtrace.npz")
+    reports = []
+    for extra in ([], ["--hosts", "cn[01-04]"]):
+        assert cli(["map", str(path), "--work-limit", "0.2", "--json", *extra]) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+    assert reports[0]["before"] == "recorded" and reports[0]["n_pes"] == 16
+    assert reports[0]["J_before"] == reports[1]["J_before"] and reports[0]["J"] == reports[1]["J"]
+    assert reports[0]["J"] < reports[0]["J_before"]  # a ring dealt round-robin: every pair crossed nodes
+
+
 def _panel_hosts(ax):
     """The host names along the top of one heat-map panel, left to right."""
     return [x.get_text() for c in ax.child_axes for x in c.get_xticklabels()]
