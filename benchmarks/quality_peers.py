@@ -80,30 +80,10 @@ def graph_path(name: str) -> Path:
 
 
 def read_metis(path: Path) -> CommGraph:
-    """Small METIS reader (fmt 0/1/10/11) for the benchmark."""
-    try:
-        from rankmap.formats import read_graph  # the lead's reader, when merged
+    """A METIS graph of the benchmark set (rankmap's reader)."""
+    from rankmap.formats import read_graph
 
-        return read_graph(str(path))
-    except ImportError:
-        pass
-    lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("%")]
-    head = lines[0].split()
-    n, fmt = int(head[0]), head[2] if len(head) > 2 else "0"
-    ew, vw = fmt[-1:] == "1", len(fmt) >= 2 and fmt[-2] == "1"
-    rows, cols, wts, vws = [], [], [], []
-    for i, ln in enumerate(lines[1:n + 1]):
-        t = [int(x) for x in ln.split()]
-        if vw:
-            vws.append(t[0])
-            t = t[1:]
-        step = 2 if ew else 1
-        for j in range(0, len(t), step):
-            rows.append(i)
-            cols.append(t[j] - 1)
-            wts.append(t[j + 1] if ew else 1)
-    b = sp.csr_array((np.asarray(wts, float), (rows, cols)), shape=(n, n))
-    return CommGraph(b, vertex_weights=np.asarray(vws, float) if vw else None, name=path.stem)
+    return read_graph(str(path))
 
 
 def read_matrix(path: Path) -> CommGraph:

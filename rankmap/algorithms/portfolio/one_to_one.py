@@ -114,9 +114,9 @@ _PER_PIECE = 1e-5     # ... one unit of its work, a piece (column) of a node's L
                       # (5-8e-6 s on mesh nodes of 2-18k pieces, where the LP's 10-15 ms a node weigh most, 2-3e-6 s on
                       # dense ones of 70k; a branch and bound counts BRANCH_WORK units per piece on top, see
                       # refine/exact_groups.py)
-REBISECT_SHARE = 0.3  # the node-pair re-bisection after the search: this share of the budget on top (0.1
-                      # until session 9: 0.3 lowered J on 8 and 10 of the 89 benchmark rows at seeds 0
-                      # and 2, raised it on none) ...
+REBISECT_SHARE = 0.3  # the node-pair re-bisection after the search: this share of the budget on top (against
+                      # 0.1 it lowers J on 8 and 10 of the 89 benchmark rows at seeds 0 and 2, raises it on
+                      # none) ...
 MIN_REBISECT_PAIRS = 1  # ... and at least the heaviest pair up to N2_MAX_TASKS tasks ...
 REBISECT_PRESET, REBISECT_SEEDS = "eco", 3  # ... each by KaHIP eco with this many seeds (with the slack of
                                             # refine/rebisect.py, 3 seeds of eco found what strong finds on
