@@ -227,7 +227,8 @@ def _draw(ax, g, order, hosts, img, norm):
     for axis in (ax.xaxis, ax.yaxis):
         if n <= 32:  # every rank named, centred on its cell
             axis.set_ticks(np.arange(n) + 0.5, labels=[str(int(t)) for t in order])
-            axis.set_tick_params(labelsize=7 if n > 16 else 8)
+            axis.set_tick_params(labelsize=7 if n > 16 else 8,
+                                 rotation=90 if n > 16 and axis is ax.xaxis else 0)  # side by side
         else:
             axis.set_major_locator(MaxNLocator(nbins=8, integer=True))
             axis.set_major_formatter(rank_at)
