@@ -25,7 +25,7 @@ from .registry import METHODS, MethodSpec, method_names, register  # noqa: F401 
 #: importing numba and scipy, and numba's first dispatch (its typing and
 #: target contexts, the kernels loaded from the on-disk cache); none of it
 #: can be cut, so a deadline that leaves less gets auto's quick start
-#: instead (``_quick_start``; measured: docs/time-limits.md, "Start-up")
+#: instead (``_quick_start``; measured: docs/results/time-limits.md, "Start-up")
 AUTO_FIRST_CALL = 1.5
 #: ... and what the quick start's first call pays: importing the
 #: multisection (scipy.sparse and KaHIP), seconds on an idle core

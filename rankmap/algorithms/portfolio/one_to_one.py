@@ -32,8 +32,8 @@ uses a free PE).
 Without a ``time_limit`` the budget is DEFAULT_EFFORT times the work of
 one KaHIP eco multisection plus a refinement (VieM's default run; beyond
 N2_MAX_TASKS tasks plus the V-cycles), at most DEFAULT_TIME_LIMIT seconds
-(``budget.py``): on the benchmark models longer budgets gave about the
-same J at several times the time (docs/quality.md).
+(``budget.py``): on 21 benchmark models a 10 s budget gave J 0.9995 of
+the default budget's at 5.4 times the time.
 
 Budget and determinism: a work model (tasks, edges, tree nodes; fitted
 on an idle core of the development machine) prices every start before it
@@ -140,7 +140,7 @@ def budget_of(graph, topology, time_limit: float | None) -> float:
     at the top cut (``_top_by_both``), at most
     DEFAULT_TIME_LIMIT's budget: beyond the first starts,
     the multilevel V-cycles and a short local search, further starts and
-    kicks rarely lower J (docs/quality.md)."""
+    kicks rarely lower J (the module docstring)."""
     if time_limit is not None:
         return budget_seconds(time_limit)
     work = _multisection_cost(graph, topology, "kahip", "eco") + refine_cost(graph, topology, True)
@@ -243,7 +243,7 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> l
             ms("kahip", "strong", seed), ms("mtkahypar", "fast", seed + 2)]
     for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
         runs += [ms("kahip", "strong", seed + i), ms("mtkahypar", "fast", seed + 2 + i)]
-    # last: on the 16 + 5 benchmark instances of docs/quality.md it was never the best start (refined:
+    # last: on 16 graph models and 5 traffic matrices of the quality set it was never the best start (refined:
     # 1.004-1.005 x the best); GreedyAllC is not a start at all (refined: 1.05-2.06 x the best)
     runs.append(("treematch", {"seed": seed}, treematch_cost))
     return [r for r in runs if r[0] in METHODS]
@@ -258,7 +258,7 @@ def _eco_first(graph, topology, budget: float | None) -> bool:
     """Beyond N2_MAX_TASKS tasks a start's refinement (N_C^10) costs about as
     much as the multisection, so few starts fit, and KaHIP eco's cut is worth
     more there than a second start: on add20, data, 3elt at 2048 tasks eco +
-    refinement + V-cycles gave J 0.971-0.994 of fast + the same (docs/quality.md).
+    refinement + V-cycles gave J 0.971-0.994 of fast + the same.
     Only when ``budget`` pays for eco, the given order and the V-cycles,
     each refined; otherwise fast, as below N2_MAX_TASKS."""
     if budget is None or graph.n <= N2_MAX_TASKS:
@@ -453,7 +453,7 @@ def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed
     REBISECT_SEEDS seeds), as many as ``budget``
     (estimated seconds) pays for, at least MIN_REBISECT_PAIRS up to
     N2_MAX_TASKS tasks: the 26-task group Mt-KaHyPar's mapping of add32/256
-    puts on the other node of a pair (docs/quality.md) is out of reach of
+    puts on the other node of a pair (``benchmarks/quality_witness.py``) is out of reach of
     swaps, the V-cycles' FM and the kicks, and the heaviest pair alone
     finds it (with KaHIP's slack, J 0.967 x).  Returns the mapping, its J and the work's estimated seconds;
     never a higher J."""

@@ -2,7 +2,7 @@
 
 A peer's better mapping can differ from auto's by one large connected
 group of tasks traded between two nodes (add32/256 against Mt-KaHyPar,
-``benchmarks/quality_witness.py``, docs/quality.md): a better cut between
+``benchmarks/quality_witness.py add32 4 --peer mtkahypar``): a better cut between
 two nodes that neither swaps nor the V-cycles' FM exchanges (clusters of at
 most a quarter of a node, loads drifting by a few tasks) reach.  A strong bisection of the two
 nodes' tasks together does: KaHIP on the union with a little slack
