@@ -342,5 +342,6 @@ def _final_refinement(graph, topology, pe_of_task, depth, cap: int, allowed, see
 
 @register("treematch", "TreeMatch (Jeannot & Mercier): bottom-up grouping by level arity, any tree, "
                        "then swap refinement (final_refine=false: as published)")
-def treematch(graph, topology, *, seed=0, eps=None, **options):
+def treematch(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
+    # a budget plans nothing here (TreeMatch's work is fixed); map_tasks's deadline bounds the call
     return treematch_map(graph, topology, seed=seed, eps=eps, **options)
