@@ -192,7 +192,9 @@ class Trace:
             usable[h].update(b)
         named = compose_cluster([(h, restrict_to_slots(tree, [p for p, c in enumerate(tree.pe_os_index)
                                                             if int(c) in usable[h]])) for h, tree in trees])
-        ranks_on = {h: [r for r in range(self.nranks) if hosts[r] == h] for h in order}
+        ranks_on = {h: [] for h in order}
+        for r, h in enumerate(hosts):
+            ranks_on[h].append(r)
         slots = host_slot_pes(named, [(h, len(ranks_on[h])) for h in order])
         rank_pes, start = np.empty(self.nranks, dtype=np.int64), 0
         for h in order:  # rank i of a host on its i-th slot, as --hosts places the ranks of a trace

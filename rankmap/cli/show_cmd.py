@@ -180,7 +180,8 @@ def heat_map(trace, kind="all", phase=None, mapping: str | None = None, scale: s
         panels.append((order, new_hosts, f"after {mapping.rsplit('/', 1)[-1]}"))
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.6), squeeze=False)
     shown, shares = None, []
-    cells = [_cells(g, order) for order, _, _ in panels]
+    coo = g.coo()
+    cells = [_cells(g.n, coo, order) for order, _, _ in panels]
     top = max((float(c.max()) for c in cells if c.size), default=1.0) or 1.0
     if scale == "log":
         positive = [float(c[c > 0].min()) for c in cells if np.any(c > 0)]
@@ -188,7 +189,7 @@ def heat_map(trace, kind="all", phase=None, mapping: str | None = None, scale: s
     else:
         norm = Normalize(0.0, top)
     for ax, (order, at, title), img in zip(axes[0], panels, cells):
-        shown, inside = _draw(ax, g, order, at, img, norm)
+        shown, inside = _draw(ax, g.n, coo, order, at, img, norm)
         shares.append(inside)
         ax.set_title(title + ("" if inside is None else f": {inside:.0%} of bytes within a node"),
                      pad=28 if at is not None else 6, fontsize=10)
@@ -199,28 +200,27 @@ def heat_map(trace, kind="all", phase=None, mapping: str | None = None, scale: s
     return fig, shares
 
 
-def _cells(g, order) -> np.ndarray:
-    """The byte matrix with task ``order[i]`` at row and column i; a large
-    job is binned to at most 1024 x 1024 cells (readable and small)."""
-    n = g.n
+def _cells(n: int, coo, order) -> np.ndarray:
+    """The byte matrix (``coo``: source, destination, bytes) with task
+    ``order[i]`` at row and column i; a large job is binned to at most
+    1024 x 1024 cells (readable and small)."""
     bins = min(n, 1024)
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    src, dst, b = g.coo()
+    src, dst, b = coo
     img = np.zeros((bins, bins))
     np.add.at(img, (pos[src] * bins // n, pos[dst] * bins // n), b)
     return img
 
 
-def _draw(ax, g, order, hosts, img, norm):
+def _draw(ax, n: int, coo, order, hosts, img, norm):
     """One matrix (``img``: task ``order[i]`` at row and column i), ticks
     naming the ranks; where ``hosts`` (host of each position) is given, node
-    boundaries, host names along the top, and the share of bytes between
-    tasks on one node (returned with the image)."""
+    boundaries, host names along the top, and the share of the bytes
+    (``coo``) between tasks on one node (returned with the image)."""
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    n = g.n
-    src, dst, b = g.coo()
+    src, dst, b = coo
     shown = ax.imshow(np.where(img > 0, img, np.nan), cmap=HEAT_COLOURS, interpolation="nearest",
                       norm=norm, extent=(0, n, n, 0))
     rank_at = FuncFormatter(lambda x, _: str(int(order[int(x)])) if 0 <= int(x) < n else "")
