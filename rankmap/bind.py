@@ -174,7 +174,7 @@ def resolve_cpus(token: str) -> set[int]:
     """OS CPUs of a ``cpus`` field; ``@K`` looks this host's cores up."""
     if not token.startswith("@"):
         return parse_cpulist(token)
-    from .formats.launch import core_slots
+    from .topology.tree import core_slots
     from .topology.live import discover_local
 
     core = int(token[1:])

@@ -175,7 +175,7 @@ def test_wrapper_refuses_in_one_line(tmp_path):
 def test_logical_core_is_resolved_on_the_host(tmp_path):
     """``@K``: the K-th core in hwloc's logical order of the host it runs on
     (as an Open MPI rankfile's slot=K)."""
-    from rankmap.formats.launch import core_slots
+    from rankmap.topology.tree import core_slots
     from rankmap.topology.live import discover_local
 
     here = discover_local()

@@ -1,5 +1,5 @@
-"""Collective failure paths with real ranks (issue: no hang, the same
-outcome on every rank), the profiler's end, and a rank killed mid-run.
+"""Collective failure paths with real ranks (no hang, the same outcome on
+every rank), the profiler's end, and a rank killed mid-run.
 
 ``mpi_scripts/collective_faults.py`` runs every fault case of every
 collective entry point (``reorder_comm``, ``reorder_cart``,

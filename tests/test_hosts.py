@@ -240,7 +240,8 @@ def test_profiler_records_the_sysfs_tree_without_lstopo(monkeypatch):
 
 
 def test_openmpi_rankfile_slots_are_logical_cores():
-    from rankmap.formats.launch import core_slots, format_openmpi_rankfile
+    from rankmap.formats.launch import format_openmpi_rankfile
+    from rankmap.topology.tree import core_slots
 
     smt = read_hwloc_xml(NODE)   # 4 packages x 2 cores x 2 hardware threads
     assert core_slots(smt).tolist() == [k // 2 for k in range(16)]

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,109 +19,17 @@ if TYPE_CHECKING:  # annotations only: importing one module here must not load s
 from ..deadline import Deadline, slowness
 from ..mapping import Mapping, validate_mapping
 from ..topology import Topology
-
-
-@dataclass
-class MethodSpec:
-    name: str
-    fn: Callable
-    description: str
-    machines: tuple = ("tree",)  # "tree" (Topology) and/or "mesh" (MeshTopology)
-
-
-class _Registry(dict):
-    """The methods by name.  Every module of this package registers its
-    methods on import.  Looking up a built-in method imports only the module
-    that registers it (``_MODULE_OF``), so ``rankmap map --method identity``
-    loads neither numba nor KaHIP nor Mt-KaHyPar, and an MPI rank of the
-    distributed refinement only ``distributed.swap_rounds``; listing the
-    methods (iteration) or a name outside the table imports them all."""
-
-    def _all(self):
-        _import_methods()
-        return self
-
-    def _with(self, name):
-        if not dict.__contains__(self, name):
-            module = _MODULE_OF.get(name) if isinstance(name, str) else None
-            if module is None:
-                _import_methods()
-            else:
-                import importlib
-
-                importlib.import_module(f"{__name__}.{module}")
-        return self
-
-    def __contains__(self, name):
-        return dict.__contains__(self._with(name), name)
-
-    def __getitem__(self, name):
-        return dict.__getitem__(self._with(name), name)
-
-    def __iter__(self):
-        return dict.__iter__(self._all())
-
-    def __len__(self):
-        return dict.__len__(self._all())
-
-    def get(self, name, default=None):
-        return dict.get(self._with(name), name, default)
-
-    def keys(self):
-        return dict.keys(self._all())
-
-    def values(self):
-        return dict.values(self._all())
-
-    def items(self):
-        return dict.items(self._all())
-
-
-#: the module (in this package) that registers each built-in method
-_MODULE_OF = {
-    **dict.fromkeys(("identity", "random", "greedy", "greedy_allc"), "construct.baselines"),
-    **dict.fromkeys(("packed", "round_robin"), "construct.placements"),
-    **dict.fromkeys(("mpipp1", "mpipp5"), "construct.mpipp"),
-    "treematch": "construct.treematch", "multisection": "construct.multisection",
-    "multilevel": "construct.multilevel",
-    "auto": "portfolio.one_to_one", "swap": "refine.swaps", "bottleneck": "refine.bottleneck",
-    **dict.fromkeys(("bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"), "mesh.heuristics"),
-    "mesh_bisect": "mesh.bisect", "curve": "mesh.curve",
-}
-
-
-METHODS: dict[str, MethodSpec] = _Registry()
+from .registry import METHODS, MethodSpec, method_names, register  # noqa: F401 (the package's interface)
 
 #: seconds auto's first call in a process pays before it maps anything:
 #: importing numba and scipy, and numba's first dispatch (its typing and
 #: target contexts, the kernels loaded from the on-disk cache); none of it
 #: can be cut, so a deadline that leaves less gets auto's quick start
-#: instead (``_quick_start``; measured: docs/time-limits.md, "Start-up")
+#: instead (``_quick_start``; measured: docs/results/time-limits.md, "Start-up")
 AUTO_FIRST_CALL = 1.5
 #: ... and what the quick start's first call pays: importing the
 #: multisection (scipy.sparse and KaHIP), seconds on an idle core
 QUICK_START_IMPORT = 0.27
-
-
-def register(name: str, description: str, machines: tuple = ("tree",)):
-    """Decorator: make ``fn`` available as ``map_tasks(..., method=name)``;
-    ``machines`` says which topology kinds it maps onto."""
-
-    def deco(fn):
-        if dict.__contains__(METHODS, name):  # a plain look: no import while importing
-            raise ValueError(f"mapping method {name!r} registered twice")
-        METHODS[name] = MethodSpec(name, fn, description, tuple(machines))
-        return fn
-
-    return deco
-
-
-def method_names(topology=None) -> list[str]:
-    """All method names, or those that map onto ``topology``'s kind."""
-    if topology is None:
-        return sorted(METHODS)
-    kind = "tree" if isinstance(topology, Topology) else "mesh"
-    return sorted(n for n, spec in METHODS.items() if kind in spec.machines)
 
 
 def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: int = 0,
@@ -276,24 +183,3 @@ def _not_worse_than_given(graph, topology, pe, eps):
     given order (the identity placement) when that is valid and better."""
     given = _given_order(graph, topology, eps)
     return pe if given is None else _better(graph, topology, given, pe)
-
-
-_imported = False
-
-
-def _import_methods() -> None:
-    """Import every module of this package and its family subpackages once
-    (each registers its methods)."""
-    global _imported
-    if _imported:
-        return
-    _imported = True
-    import importlib
-    import pkgutil
-
-    try:
-        for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
-            importlib.import_module(info.name)
-    except BaseException:
-        _imported = False  # the next lookup raises the same error, never a partial registry
-        raise

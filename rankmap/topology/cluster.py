@@ -24,10 +24,9 @@ import numpy as np
 
 from .hierarchy import hierarchy_topology, parse_hierarchy
 from .hosts import expand_nodelist, parse_hostfile
-from .levels import merge_structureless_levels, normalize_overrides
+from .levels import DEFAULT_NETWORK_DISTANCE, merge_structureless_levels, normalize_overrides
 from .tree import Topology, TreeNode
 
-DEFAULT_NETWORK_DISTANCE = 100.0
 NETWORK_KINDS = ("switch", "rack")
 
 

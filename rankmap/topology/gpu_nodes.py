@@ -9,9 +9,9 @@ Three sources describe a node:
   bandwidths;
 - an hwloc XML with its GPUs (``hwloc_gpus``).
 
-All three end in ``gpu_node``, which builds the node's tree: the links'
-matrix on the node, a tree approximating it below (``links.links_tree``)
-for the constructions that need one.
+All three end in ``links.gpu_node``, which builds the node's tree: the
+links' matrix on the node, a tree approximating it below
+(``links.links_tree``) for the constructions that need one.
 """
 
 from __future__ import annotations
@@ -22,24 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..cpulist import parse_cpulist
-from .links import gpu_distances, links_tree
-from .tree import NodeLinks, Topology, TreeNode
-
-
-def gpu_node(devices, cpus, distance, egress=None, source: str = "", host: str | None = None) -> Topology:
-    """One node whose PEs are its GPUs: ``devices[i]`` ("rocr:4", or None),
-    ``cpus[i]`` (OS CPUs a rank on GPU i is bound to, or None),
-    ``distance`` the GPU x GPU matrix, ``egress[i]`` the extra cost of a
-    byte from GPU i to another node (its hops to the NIC)."""
-    d = np.asarray(distance, dtype=np.float64)
-    k = d.shape[0] if d.ndim == 2 else 0
-    if k == 0 or len(devices) != k or len(cpus) != k:
-        raise ValueError(f"a GPU node needs one device and one CPU set per row of its {k} x {k} matrix")
-    leaves = [TreeNode("gpu", link_row=i, device=devices[i], cpus=None if cpus[i] is None else tuple(cpus[i]))
-              for i in range(k)]
-    approx = links_tree(d, leaves)
-    links = NodeLinks(d, np.zeros(k) if egress is None else np.asarray(egress, dtype=np.float64), source)
-    return Topology(TreeNode("machine", approx.distance, approx.children, name=host, links=links))
+from .links import gpu_distances, gpu_node
+from .tree import Topology
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The GPUs of an hwloc XML as a GPU node (``gpu_nodes.gpu_node``).
+"""The GPUs of an hwloc XML as a GPU node (``links.gpu_node``).
 
 hwloc lists a GPU as a PCI device with OS devices named after the runtime
 that sees it: ``cudaN`` (CUDA), ``nvmlN`` (NVML, PCI order), ``rsmiN``
@@ -24,9 +24,8 @@ import re
 
 import numpy as np
 
-from .gpu_nodes import gpu_node
 from .hwloc import IoDevice, _info, _parse_document, _source_bytes, _Walker
-from .links import CROSS_PACKAGE_DISTANCE, HOST_PATH_DISTANCE, gpu_distances
+from .links import CROSS_PACKAGE_DISTANCE, HOST_PATH_DISTANCE, gpu_distances, gpu_node
 from .tree import Topology
 
 _GPU_NAME = re.compile(r"^(rsmi|nvml|cuda|ze|opencl)(\d+)(d\d+)?$")

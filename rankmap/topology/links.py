@@ -22,7 +22,8 @@ from a bandwidth graph:
 
 The constructions that need a tree get one: ``links_tree`` clusters the
 matrix (average linkage, the least-squares ultrametric of UPGMA) into
-nested groups whose distances approximate it.
+nested groups whose distances approximate it; ``gpu_node`` builds a node of
+GPU PEs from its matrix, each PE with its device and CPUs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .levels import DEFAULT_DISTANCES
-from .tree import NodeLinks, TreeNode
+from .tree import NodeLinks, Topology, TreeNode
 
 HOST_PATH_DISTANCE = DEFAULT_DISTANCES["machine"]
 REFERENCE_BANDWIDTH = 25.0  # GB/s: PCIe 4.0 x16, a GPU's path through the host
@@ -122,8 +123,17 @@ def _order_by_row(root: TreeNode) -> int:
     return min(firsts)
 
 
-def node_links(distance, egress=None, source: str = "") -> NodeLinks:
-    """``NodeLinks`` of a GPU x GPU distance matrix (egress 0 by default)."""
+def gpu_node(devices, cpus, distance, egress=None, source: str = "", host: str | None = None) -> Topology:
+    """One node whose PEs are its GPUs: ``devices[i]`` ("rocr:4", or None),
+    ``cpus[i]`` (OS CPUs a rank on GPU i is bound to, or None),
+    ``distance`` the GPU x GPU matrix, ``egress[i]`` the extra cost of a
+    byte from GPU i to another node (its hops to the NIC)."""
     d = np.asarray(distance, dtype=np.float64)
-    return NodeLinks(d, np.zeros(d.shape[0]) if egress is None else np.asarray(egress, dtype=np.float64),
-                     source)
+    k = d.shape[0] if d.ndim == 2 else 0
+    if k == 0 or len(devices) != k or len(cpus) != k:
+        raise ValueError(f"a GPU node needs one device and one CPU set per row of its {k} x {k} matrix")
+    leaves = [TreeNode("gpu", link_row=i, device=devices[i], cpus=None if cpus[i] is None else tuple(cpus[i]))
+              for i in range(k)]
+    approx = links_tree(d, leaves)
+    links = NodeLinks(d, np.zeros(k) if egress is None else np.asarray(egress, dtype=np.float64), source)
+    return Topology(TreeNode("machine", approx.distance, approx.children, name=host, links=links))

@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import DEFAULT_NETWORK_DISTANCE
 from .hosts import expand_nodelist
+from .levels import DEFAULT_NETWORK_DISTANCE
 from .tree import TreeNode
 
 
