@@ -160,16 +160,14 @@ def read_gpu_node_file(path) -> Topology:
 
 
 def _gpu_line(where: str, words: list[str]):
-    from ..bind import DEVICE_ENVIRONMENT
+    from ..bind import check_device
 
     if not words:
         raise ValueError(f"{where}: 'gpu' needs a device (KIND:INDEX, or -)")
-    device = None if words[0] == "-" else words[0]
-    if device is not None:
-        kind, sep, index = device.partition(":")
-        if not sep or kind not in DEVICE_ENVIRONMENT or not index.isdigit():
-            raise ValueError(f"{where}: device {device!r} is not KIND:INDEX with KIND one of "
-                             f"{', '.join(DEVICE_ENVIRONMENT)}")
+    try:
+        device = check_device(words[0])
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     cpus, nic = None, False
     for word in words[1:]:
         if word.startswith("cpus="):
