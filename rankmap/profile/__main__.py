@@ -134,7 +134,8 @@ def main(argv=None) -> int:
             print(exc, file=sys.stderr)
         return 2
     session = _session()
-    session.meta["argv"] = [target, *args]
+    flag = {"path": [], "module": ["-m"], "cmd": ["-c"]}[kind]  # so that the relaunch command runs it again
+    session.meta["argv"] = [*flag, target, *args]
     session.meta["program"] = target
     if opts["phase"]:
         session.recorder.set_phase(opts["phase"])

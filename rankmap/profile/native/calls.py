@@ -51,7 +51,8 @@ class Call:
     """One wrapped MPI call: ``record`` runs after it succeeded (``before``:
     ahead of it, for a handle the call frees); ``gated``: only while
     recording and not inside another wrapper; ``c``: a C wrapper is
-    generated (Init and Pcontrol are written by hand)."""
+    generated (Init and Pcontrol are written by hand); ``ierror``: the
+    Fortran binding ends with IERROR (all but MPI_PCONTROL)."""
 
     name: str
     params: str
@@ -60,6 +61,7 @@ class Call:
     fortran: bool = True
     gated: bool = True
     c: bool = True
+    ierror: bool = True
 
 
 def _p2p() -> list[Call]:
@@ -165,13 +167,13 @@ def _large_count(call: Call) -> Call | None:
         params = re.sub(pattern, repl, params)
     if params == call.params or "partitions" in params:
         return None
-    return Call(call.name + "_c", params, call.record, call.before, fortran=False)
+    return Call(call.name + "_c", params, call.record, call.before, fortran=False, ierror=False)
 
 
 _BY_HAND = [  # Fortran only: the C ones are in rankmap_pmpi.c
     Call("Init", "", "rm_begin()", gated=False, c=False),
     Call("Init_thread", "int required, int *provided", "rm_begin()", gated=False, c=False),
-    Call("Pcontrol", "const int level", "rm_pcontrol(level)", c=False),
+    Call("Pcontrol", "const int level", "rm_pcontrol(level)", c=False, ierror=False),
 ]
 
 
@@ -260,7 +262,8 @@ def _fortran_local(p: Param) -> list[str]:
 def _fortran_wrappers(call: Call) -> str:
     params = parse_params(call.params)
     decls, passed = zip(*map(_fortran_param, params)) if params else ((), ())
-    decls, passed = [*decls, "MPI_Fint *ierr"], [*passed, "ierr"]
+    if call.ierror:
+        decls, passed = [*decls, "MPI_Fint *ierr"], [*passed, "ierr"]
     sig, args = ", ".join(decls), ", ".join(passed)
     kinds = ", ".join(d.rsplit("*", 1)[0] + "*" for d in decls)
     gate = "rm_on()" if call.gated else "1"
@@ -277,7 +280,8 @@ def _fortran_wrappers(call: Call) -> str:
         lines += [f"    if ({gate})", *block(call.before)]
     lines += ["    rm_depth++;", f"    next({args});", "    rm_depth--;"]
     if call.record:
-        lines += [f"    if (*ierr == MPI_SUCCESS && {gate})", *block(call.record)]
+        ok = "*ierr == MPI_SUCCESS && " if call.ierror else ""
+        lines += [f"    if ({ok}{gate})", *block(call.record)]
     lines += ["}", ""]
     lower = f"mpi_{call.name.lower()}"
     for symbol, real in ((lower, "p" + lower), (lower + "_", f"p{lower}_"), (lower + "__", f"p{lower}__"),

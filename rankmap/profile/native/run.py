@@ -231,9 +231,12 @@ class Supervisor:
         # the program inherits what this rank inherited from the launcher (hydra's
         # PMI_FD, Open MPI's pipes), not the descriptors this Python opened
         os.set_inheritable(theirs.fileno(), True)
-        self.proc = subprocess.Popen([str(self.program), *self.args], env=env, close_fds=False,
-                                     preexec_fn=_die_with_parent(os.getpid(), self.own_group))
-        theirs.close()
+        try:
+            self.proc = subprocess.Popen([self.meta["program"], *self.args], executable=self.program.absolute(),
+                                         env=env, close_fds=False,
+                                         preexec_fn=_die_with_parent(os.getpid(), self.own_group))
+        finally:
+            theirs.close()
         self.sock = ours
         for signum in FORWARDED:
             signal.signal(signum, self.forward)
@@ -309,7 +312,11 @@ def main(opts: dict, program: Path, target: str, args: list[str], output: str) -
         _say(str(exc) if isinstance(exc, build.BuildError) else f"rankmap.profile: {exc}")
         return 2
     sup = Supervisor(opts, program, target, args, out)
-    sup.start(library)
+    try:
+        sup.start(library)
+    except OSError as exc:
+        _say(f"rankmap.profile: cannot run {target}: {exc.strerror or exc}")
+        return 2
     code = sup.wait()
     sup.finish(code)
     if sup.snapshot is None:
