@@ -90,7 +90,7 @@ def _p2p() -> list[Call]:
 #: blocking collectives: name, parameters without the communicator, record ({req}: NULL or request)
 _COLLECTIVES = [
     ("Bcast", "void *buffer, int count, MPI_Datatype datatype, int root",
-     "rm_bcast(comm, count, datatype, root, {req})"),
+     "rm_vector(comm, RM_BCAST, count, datatype, root, {req})"),
     ("Reduce", _VECTOR + ", int root", "rm_vector(comm, RM_REDUCE, count, datatype, root, {req})"),
     ("Allreduce", _VECTOR, "rm_vector(comm, RM_ALLREDUCE, count, datatype, 0, {req})"),
     ("Scan", _VECTOR, "rm_vector(comm, RM_SCAN, count, datatype, 0, {req})"),

@@ -500,151 +500,138 @@ void rm_forget(MPI_Request request) {
 }
 
 /* ------------------------------------------------------------ collectives */
+/* A recording function holds the lock from `collective` to `leave`; the
+ * communicator's group says inter or intra, this rank's rank, the peers. */
+static const group_t *collective(MPI_Comm comm, MPI_Request *persist, int *gid) {
+    enter(persist);
+    *gid = comm_entry(comm)->group;
+    return &rm.groups[*gid];
+}
+
 /* one collective with a model: `unit` bytes of operation `op` at `root`
  * (intercommunicators: MPI_ROOT is -2, MPI_PROC_NULL sends nothing) */
-static void collective(MPI_Comm comm, int op, int root, double unit, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
-    enter(persist);
-    const comm_t *c = comm_entry(comm);
-    const group_t *g = &rm.groups[c->group];
-    if (g->inter && root == MPI_PROC_NULL) {
-        leave(persist);
-        return;
-    }
-    if (g->inter && root == MPI_ROOT) root = -2;
-    emit_event(c->group, op, root, unit);
-    leave(persist);
+static void event(int gid, const group_t *g, int op, int root, double unit) {
+    if (g->inter && root == MPI_PROC_NULL) return;
+    emit_event(gid, op, g->inter && root == MPI_ROOT ? -2 : root, unit);
 }
 
-static int is_root(MPI_Comm comm, int root) {
-    int inter, me;
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter) return root == MPI_ROOT;
-    PMPI_Comm_rank(comm, &me);
-    return root == me;
-}
+static int is_root(const group_t *g, int root) { return g->inter ? root == MPI_ROOT : root == g->me; }
 
-void rm_bcast(MPI_Comm comm, MPI_Count count, MPI_Datatype type, int root, MPI_Request *persist) {
-    collective(comm, RM_BCAST, root, type_bytes(count, type), persist);
+/* an exact send to comm rank q (none to itself, none of 0 bytes) */
+static void exact(const group_t *g, int q, double bytes) {
+    if (bytes != 0.0 && q != g->me) emit_row(K_COLL, g->ranks[q], bytes);
 }
 
 void rm_vector(MPI_Comm comm, int op, MPI_Count count, MPI_Datatype type, int root,
                MPI_Request *persist) {
-    collective(comm, op, root, type_bytes(count, type), persist);
+    if (rm.model == M_NONE) return;
+    double unit = type_bytes(count, type);
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    event(gid, g, op, root, unit);
+    leave(persist);
 }
 
 void rm_gather(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
                MPI_Datatype rtype, int root, MPI_Request *persist) {
-    double unit = is_root(comm, root) ? type_bytes(rcount, rtype) : type_bytes(scount, stype);
-    collective(comm, RM_GATHER, root, unit, persist);
+    if (rm.model == M_NONE) return;
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    event(gid, g, RM_GATHER, root, is_root(g, root) ? type_bytes(rcount, rtype) : type_bytes(scount, stype));
+    leave(persist);
 }
 
 void rm_gatherv(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, int root, MPI_Request *persist) {
-    collective(comm, RM_GATHER, root, is_root(comm, root) ? 0.0 : type_bytes(scount, stype), persist);
+    if (rm.model == M_NONE) return;
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    event(gid, g, RM_GATHER, root, is_root(g, root) ? 0.0 : type_bytes(scount, stype));
+    leave(persist);
 }
 
 void rm_scatter(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
                 MPI_Datatype rtype, int root, MPI_Request *persist) {
-    double unit = is_root(comm, root) ? type_bytes(scount, stype) : type_bytes(rcount, rtype);
-    collective(comm, RM_SCATTER, root, unit, persist);
-}
-
-/* exact sends to each peer (comm rank q gets bytes[q]; none to itself, none of 0 bytes) */
-static void exact(MPI_Comm comm, const double *bytes, MPI_Request *persist) {
-    enter(persist);
-    const comm_t *c = comm_entry(comm);   /* may grow rm.groups */
-    const group_t *g = &rm.groups[c->group];
-    for (int q = 0; q < g->size; q++)
-        if (bytes[q] != 0.0 && q != g->me) emit_row(K_COLL, g->ranks[q], bytes[q]);
+    if (rm.model == M_NONE) return;
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    event(gid, g, RM_SCATTER, root, is_root(g, root) ? type_bytes(scount, stype) : type_bytes(rcount, rtype));
     leave(persist);
-}
-
-static int peers(MPI_Comm comm) {
-    int inter, n;
-    PMPI_Comm_test_inter(comm, &inter);
-    if (inter) PMPI_Comm_remote_size(comm, &n);
-    else PMPI_Comm_size(comm, &n);
-    return n;
 }
 
 void rm_scatterv(MPI_Comm comm, rm_counts scounts, MPI_Datatype stype, MPI_Count rcount,
                  MPI_Datatype rtype, int root, MPI_Request *persist) {
     if (rm.model == M_NONE) return;
-    if (!is_root(comm, root)) {
-        collective(comm, RM_SCATTER, root, type_bytes(rcount, rtype), persist);
-        return;
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    if (!is_root(g, root)) event(gid, g, RM_SCATTER, root, type_bytes(rcount, rtype));
+    else if (rm.model == M_ROOT || g->inter)   /* the root model sends each its own */
+        for (int q = 0; q < g->size; q++) exact(g, q, type_bytes(count_at(scounts, q), stype));
+    else {
+        double total = 0.0;
+        for (int q = 0; q < g->size; q++) total += type_bytes(count_at(scounts, q), stype);
+        event(gid, g, RM_SCATTER, root, total / g->size);
     }
-    int n = peers(comm), inter;
-    double *b = xalloc((size_t)n * sizeof(double)), total = 0.0;
-    for (int q = 0; q < n; q++) total += b[q] = type_bytes(count_at(scounts, q), stype);
-    PMPI_Comm_test_inter(comm, &inter);
-    if (rm.model == M_ROOT || inter) exact(comm, b, persist);   /* the root model sends each its own */
-    else collective(comm, RM_SCATTER, root, total / n, persist);
-    free(b);
+    leave(persist);
 }
 
 void rm_allgather(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
                   MPI_Datatype rtype, MPI_Request *persist) {
-    int inter;
-    PMPI_Comm_test_inter(comm, &inter);
-    collective(comm, RM_ALLGATHER, 0, inter ? type_bytes(scount, stype) : type_bytes(rcount, rtype),
-               persist);
+    if (rm.model == M_NONE) return;
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    event(gid, g, RM_ALLGATHER, 0, g->inter ? type_bytes(scount, stype) : type_bytes(rcount, rtype));
+    leave(persist);
 }
 
 void rm_allgatherv(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, rm_counts rcounts,
                    MPI_Datatype rtype, MPI_Request *persist) {
-    int inter, me;
-    PMPI_Comm_test_inter(comm, &inter);
-    double unit;
-    if (inter) unit = type_bytes(scount, stype);
-    else {
-        PMPI_Comm_rank(comm, &me);
-        unit = type_bytes(count_at(rcounts, me), rtype);   /* the own block, in place or not */
-    }
-    collective(comm, RM_ALLGATHER, 0, unit, persist);
+    if (rm.model == M_NONE) return;
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);   /* the own block, in place or not */
+    event(gid, g, RM_ALLGATHER, 0, g->inter ? type_bytes(scount, stype) : type_bytes(count_at(rcounts, g->me), rtype));
+    leave(persist);
 }
 
 void rm_reduce_scatter(MPI_Comm comm, rm_counts rcounts, MPI_Datatype type, MPI_Request *persist) {
-    int local;
-    PMPI_Comm_size(comm, &local);
+    if (rm.model == M_NONE) return;
+    int local, gid;
+    PMPI_Comm_size(comm, &local);   /* the local group's blocks */
     double total = 0.0;
     for (int q = 0; q < local; q++) total += type_bytes(count_at(rcounts, q), type);
-    collective(comm, RM_REDUCE_SCATTER, 0, total / peers(comm), persist);
+    const group_t *g = collective(comm, persist, &gid);
+    event(gid, g, RM_REDUCE_SCATTER, 0, total / g->size);
+    leave(persist);
 }
 
 void rm_alltoall(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
                  MPI_Datatype rtype, MPI_Request *persist) {
     if (rm.model == M_NONE) return;
-    int n = peers(comm), inter;
-    PMPI_Comm_test_inter(comm, &inter);
-    double each = inter ? type_bytes(scount, stype) : type_bytes(rcount, rtype);
-    double *b = xalloc((size_t)n * sizeof(double));
-    for (int q = 0; q < n; q++) b[q] = each;
-    exact(comm, b, persist);
-    free(b);
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    double each = g->inter ? type_bytes(scount, stype) : type_bytes(rcount, rtype);
+    for (int q = 0; q < g->size; q++) exact(g, q, each);
+    leave(persist);
 }
 
 void rm_alltoallv(MPI_Comm comm, int in_place, rm_counts scounts, MPI_Datatype stype,
                   rm_counts rcounts, MPI_Datatype rtype, MPI_Request *persist) {
     if (rm.model == M_NONE) return;
-    int n = peers(comm);
-    double *b = xalloc((size_t)n * sizeof(double));
-    for (int q = 0; q < n; q++)
-        b[q] = in_place ? type_bytes(count_at(rcounts, q), rtype) : type_bytes(count_at(scounts, q), stype);
-    exact(comm, b, persist);
-    free(b);
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    for (int q = 0; q < g->size; q++)
+        exact(g, q, in_place ? type_bytes(count_at(rcounts, q), rtype) : type_bytes(count_at(scounts, q), stype));
+    leave(persist);
 }
 
 void rm_alltoallw(MPI_Comm comm, int in_place, rm_counts scounts, rm_handles stypes,
                   rm_counts rcounts, rm_handles rtypes, MPI_Request *persist) {
     if (rm.model == M_NONE) return;
-    int n = peers(comm);
-    double *b = xalloc((size_t)n * sizeof(double));
-    for (int q = 0; q < n; q++)
-        b[q] = in_place ? type_bytes(count_at(rcounts, q), handle_type(rtypes, q))
-                        : type_bytes(count_at(scounts, q), handle_type(stypes, q));
-    exact(comm, b, persist);
-    free(b);
+    int gid;
+    const group_t *g = collective(comm, persist, &gid);
+    for (int q = 0; q < g->size; q++)
+        exact(g, q, in_place ? type_bytes(count_at(rcounts, q), handle_type(rtypes, q))
+                             : type_bytes(count_at(scounts, q), handle_type(stypes, q)));
+    leave(persist);
 }
 
 /* neighbourhood collectives: block j (of the counts, types) to out-neighbour j */

@@ -41,10 +41,11 @@ void rm_p2p(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype type, MPI_Req
 void rm_start(rm_handles requests, int count);
 void rm_forget(MPI_Request request);
 
-/* collectives with a model: reduce, allreduce, scan, exscan ("vector" ops) */
+/* collectives with a model (the operations of rankmap/profile/collectives.py);
+ * rm_vector: one vector of `count` items (bcast, reduce, allreduce, scan,
+ * exscan, reduce_scatter_block's block) */
 enum rm_op { RM_BCAST, RM_REDUCE, RM_SCATTER, RM_GATHER, RM_ALLGATHER, RM_ALLREDUCE,
              RM_ALLTOALL, RM_REDUCE_SCATTER, RM_SCAN, RM_NOPS };
-void rm_bcast(MPI_Comm comm, MPI_Count count, MPI_Datatype type, int root, MPI_Request *persist);
 void rm_vector(MPI_Comm comm, int op, MPI_Count count, MPI_Datatype type, int root,
                MPI_Request *persist);
 void rm_gather(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
