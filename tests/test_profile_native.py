@@ -13,16 +13,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from rankmap.profile.native import build, calls, counts
 from rankmap.trace import read_trace
-from tests.mpi_util import ROOT, launch_options, mpi_kind, mpiexec_path, run_mpi
+from tests.mpi_util import ROOT, check_killed_run, launch_options, mpi_kind, mpiexec_path, run_mpi
 
 PROGRAMS = Path(__file__).parent / "mpi_programs"
 
@@ -126,23 +124,13 @@ def test_fortran_call_forms_record_exact_bytes(n, tmp_path, compiled):
 @pytest.mark.mpi
 @pytest.mark.parametrize("victim", [0, 2])
 def test_killed_rank_loses_at_most_the_last_flush_interval(victim, tmp_path, compiled):
-    """Rank ``victim`` SIGKILLs itself 3 flush intervals after its first
-    10 x 1000 B: those bytes of every rank are in the parts, merge names the
-    rank that did not finish with the time its data stops at."""
+    """Rank ``victim`` of a C ring SIGKILLs itself 3 flush intervals after
+    its first 10 x 1000 B (``check_killed_run``)."""
     n, interval = 4, 0.2
     out, proc = profile(n, tmp_path, compiled("ring_kill.c"), str(victim), str(interval),
                         options=["--no-topology", "--flush-interval", str(interval)], check=False)
     assert proc.returncode != 0
-    parts = Path(str(out) + ".parts")
-    merge = subprocess.run([sys.executable, "-m", "rankmap", "merge", str(parts)],
-                           capture_output=True, text=True, timeout=60)
-    assert merge.returncode == 0, merge.stderr
-    assert re.search(rf"rank {victim}: no finished marker \(killed unawares\); its data stops at",
-                     merge.stdout), merge.stdout
-    trace = read_trace(out, warn_missing=False)
-    assert len(trace.missing_ranks) == 0
-    sent = np.asarray(trace.graph("p2p").bytes.sum(axis=1)).ravel()
-    assert np.all(sent >= 10_000) and np.all(sent <= 20_000), sent
+    check_killed_run(out, victim, tmp_path)
 
 
 @pytest.mark.mpi

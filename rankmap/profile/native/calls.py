@@ -80,7 +80,7 @@ def _p2p() -> list[Call]:
               Call("Psend_init", "const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, "
                    "int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request",
                    "rm_p2p(comm, dest, (MPI_Count)partitions * count, datatype, request)"),
-              Call("Start", "MPI_Request *request", "rm_start((rm_handles){request, 0}, 1)"),
+              Call("Start", "MPI_Request *request", "rm_start(RM_ONE(*request), 1)"),
               Call("Startall", "int count, MPI_Request array_of_requests[]",
                    "rm_start(RM_HANDLES(array_of_requests), count)"),
               Call("Request_free", "MPI_Request *request", before="rm_forget(*request)")]
@@ -96,29 +96,31 @@ _COLLECTIVES = [
     ("Scan", _VECTOR, "rm_vector(comm, RM_SCAN, count, datatype, 0, {req})"),
     ("Exscan", _VECTOR, "rm_vector(comm, RM_SCAN, count, datatype, 0, {req})"),
     ("Gather", _BLOCKS + ", int root",
-     "rm_gather(comm, sendcount, sendtype, recvcount, recvtype, root, {req})"),
-    ("Gatherv", _BLOCKS_V + ", int root", "rm_gatherv(comm, sendcount, sendtype, root, {req})"),
+     "rm_rooted(comm, RM_GATHER, root, recvcount, recvtype, sendcount, sendtype, {req})"),
+    ("Gatherv", _BLOCKS_V + ", int root",  # the root sends nothing in any model
+     "rm_rooted(comm, RM_GATHER, root, 0, sendtype, sendcount, sendtype, {req})"),
     ("Scatter", _BLOCKS + ", int root",
-     "rm_scatter(comm, sendcount, sendtype, recvcount, recvtype, root, {req})"),
+     "rm_rooted(comm, RM_SCATTER, root, sendcount, sendtype, recvcount, recvtype, {req})"),
     ("Scatterv", "const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, "
      "void *recvbuf, int recvcount, MPI_Datatype recvtype, int root",
      "rm_scatterv(comm, RM_COUNTS(sendcounts), sendtype, recvcount, recvtype, root, {req})"),
-    ("Allgather", _BLOCKS, "rm_allgather(comm, sendcount, sendtype, recvcount, recvtype, {req})"),
+    ("Allgather", _BLOCKS, "rm_allgatherv(comm, sendcount, sendtype, RM_ONE_COUNT(recvcount), recvtype, {req})"),
     ("Allgatherv", _BLOCKS_V, "rm_allgatherv(comm, sendcount, sendtype, RM_COUNTS(recvcounts), recvtype, {req})"),
-    ("Alltoall", _BLOCKS, "rm_alltoall(comm, sendcount, sendtype, recvcount, recvtype, {req})"),
-    ("Alltoallv", _ALLTOALLV, "rm_alltoallv(comm, RM_IN_PLACE(sendbuf), RM_COUNTS(sendcounts), sendtype, "
-     "RM_COUNTS(recvcounts), recvtype, {req})"),
+    ("Alltoall", _BLOCKS, "rm_alltoallw(comm, RM_IN_PLACE(sendbuf), RM_ONE_COUNT(sendcount), RM_ONE(sendtype), "
+     "RM_ONE_COUNT(recvcount), RM_ONE(recvtype), {req})"),
+    ("Alltoallv", _ALLTOALLV, "rm_alltoallw(comm, RM_IN_PLACE(sendbuf), RM_COUNTS(sendcounts), RM_ONE(sendtype), "
+     "RM_COUNTS(recvcounts), RM_ONE(recvtype), {req})"),
     ("Alltoallw", _ALLTOALLW, "rm_alltoallw(comm, RM_IN_PLACE(sendbuf), RM_COUNTS(sendcounts), "
      "RM_HANDLES(sendtypes), RM_COUNTS(recvcounts), RM_HANDLES(recvtypes), {req})"),
     ("Reduce_scatter_block", "const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, "
      "MPI_Op op", "rm_vector(comm, RM_REDUCE_SCATTER, recvcount, datatype, 0, {req})"),
     ("Reduce_scatter", "const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, "
      "MPI_Op op", "rm_reduce_scatter(comm, RM_COUNTS(recvcounts), datatype, {req})"),
-    ("Neighbor_allgather", _BLOCKS, "rm_neighbor(comm, sendcount, sendtype, {req})"),
-    ("Neighbor_allgatherv", _BLOCKS_V, "rm_neighbor(comm, sendcount, sendtype, {req})"),
-    ("Neighbor_alltoall", _BLOCKS, "rm_neighbor(comm, sendcount, sendtype, {req})"),
-    ("Neighbor_alltoallv", _ALLTOALLV, "rm_neighborv(comm, RM_COUNTS(sendcounts), sendtype, {req})"),
-    ("Neighbor_alltoallw", _NEIGHBOR_W, "rm_neighborw(comm, RM_COUNTS(sendcounts), RM_HANDLES(sendtypes), {req})"),
+    ("Neighbor_allgather", _BLOCKS, "rm_neighbors(comm, RM_ONE_COUNT(sendcount), RM_ONE(sendtype), {req})"),
+    ("Neighbor_allgatherv", _BLOCKS_V, "rm_neighbors(comm, RM_ONE_COUNT(sendcount), RM_ONE(sendtype), {req})"),
+    ("Neighbor_alltoall", _BLOCKS, "rm_neighbors(comm, RM_ONE_COUNT(sendcount), RM_ONE(sendtype), {req})"),
+    ("Neighbor_alltoallv", _ALLTOALLV, "rm_neighbors(comm, RM_COUNTS(sendcounts), RM_ONE(sendtype), {req})"),
+    ("Neighbor_alltoallw", _NEIGHBOR_W, "rm_neighbors(comm, RM_COUNTS(sendcounts), RM_HANDLES(sendtypes), {req})"),
 ]
 
 
@@ -308,13 +310,13 @@ def generate(declared: set[str]) -> str:
     ours = [c for c in calls if c.c and f"PMPI_{c.name}" in declared]
     fortran = [c for c in calls if c.fortran and (not c.c or f"PMPI_{c.name}" in declared)]
     out = [HEADER, "#define RM_IN_PLACE(b) ((const void *)(b) == MPI_IN_PLACE)\n",
-           "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 0})\n\n"]
+           "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 0, 1})\n\n"]
     out += [_c_wrapper(c) for c in ours]
     out += ["/* Fortran (mpif.h, use mpi): arguments by reference, integer handles */\n",
             "_Static_assert(sizeof(MPI_Fint) == sizeof(int), \"Fortran integer counts are C ints\");\n",
             "#undef RM_IN_PLACE\n#undef RM_HANDLES\n",
             "#define RM_IN_PLACE(b) rm_fortran_in_place(b)\n",
-            "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 1})\n\n"]
+            "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 1, 1})\n\n"]
     out += [_fortran_wrappers(c) for c in fortran]
     return "".join(out)
 

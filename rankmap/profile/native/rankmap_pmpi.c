@@ -463,10 +463,12 @@ static double type_bytes(MPI_Count count, MPI_Datatype type) {
 }
 
 static MPI_Datatype handle_type(rm_handles h, int i) {
+    i *= h.step;
     return h.fortran ? PMPI_Type_f2c(((const MPI_Fint *)h.p)[i]) : ((const MPI_Datatype *)h.p)[i];
 }
 
 static MPI_Count count_at(rm_counts c, int i) {
+    i *= c.step;
     return c.wide ? ((const MPI_Count *)c.p)[i] : (MPI_Count)((const int *)c.p)[i];
 }
 
@@ -483,8 +485,9 @@ void rm_p2p(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype type, MPI_Req
 void rm_start(rm_handles requests, int count) {
     LOCK();
     for (int i = 0; i < count; i++) {
-        MPI_Request r = requests.fortran ? PMPI_Request_f2c(((const MPI_Fint *)requests.p)[i])
-                                         : ((const MPI_Request *)requests.p)[i];
+        int at = i * requests.step;
+        MPI_Request r = requests.fortran ? PMPI_Request_f2c(((const MPI_Fint *)requests.p)[at])
+                                         : ((const MPI_Request *)requests.p)[at];
         plan_t *p = map_get(&rm.plans, handle_key(&r, sizeof r));
         if (!p) continue;   /* a receive, or a request the program made before recording */
         for (int s = 0; s < p->nsend; s++) emit_row(p->send[s].kind, p->send[s].world, p->send[s].bytes);
@@ -532,29 +535,12 @@ void rm_vector(MPI_Comm comm, int op, MPI_Count count, MPI_Datatype type, int ro
     leave(persist);
 }
 
-void rm_gather(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
-               MPI_Datatype rtype, int root, MPI_Request *persist) {
+void rm_rooted(MPI_Comm comm, int op, int root, MPI_Count root_count, MPI_Datatype root_type,
+               MPI_Count count, MPI_Datatype type, MPI_Request *persist) {
     if (rm.model == M_NONE) return;
     int gid;
     const group_t *g = collective(comm, persist, &gid);
-    event(gid, g, RM_GATHER, root, is_root(g, root) ? type_bytes(rcount, rtype) : type_bytes(scount, stype));
-    leave(persist);
-}
-
-void rm_gatherv(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, int root, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
-    int gid;
-    const group_t *g = collective(comm, persist, &gid);
-    event(gid, g, RM_GATHER, root, is_root(g, root) ? 0.0 : type_bytes(scount, stype));
-    leave(persist);
-}
-
-void rm_scatter(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
-                MPI_Datatype rtype, int root, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
-    int gid;
-    const group_t *g = collective(comm, persist, &gid);
-    event(gid, g, RM_SCATTER, root, is_root(g, root) ? type_bytes(scount, stype) : type_bytes(rcount, rtype));
+    event(gid, g, op, root, is_root(g, root) ? type_bytes(root_count, root_type) : type_bytes(count, type));
     leave(persist);
 }
 
@@ -571,15 +557,6 @@ void rm_scatterv(MPI_Comm comm, rm_counts scounts, MPI_Datatype stype, MPI_Count
         for (int q = 0; q < g->size; q++) total += type_bytes(count_at(scounts, q), stype);
         event(gid, g, RM_SCATTER, root, total / g->size);
     }
-    leave(persist);
-}
-
-void rm_allgather(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
-                  MPI_Datatype rtype, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
-    int gid;
-    const group_t *g = collective(comm, persist, &gid);
-    event(gid, g, RM_ALLGATHER, 0, g->inter ? type_bytes(scount, stype) : type_bytes(rcount, rtype));
     leave(persist);
 }
 
@@ -603,26 +580,6 @@ void rm_reduce_scatter(MPI_Comm comm, rm_counts rcounts, MPI_Datatype type, MPI_
     leave(persist);
 }
 
-void rm_alltoall(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
-                 MPI_Datatype rtype, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
-    int gid;
-    const group_t *g = collective(comm, persist, &gid);
-    double each = g->inter ? type_bytes(scount, stype) : type_bytes(rcount, rtype);
-    for (int q = 0; q < g->size; q++) exact(g, q, each);
-    leave(persist);
-}
-
-void rm_alltoallv(MPI_Comm comm, int in_place, rm_counts scounts, MPI_Datatype stype,
-                  rm_counts rcounts, MPI_Datatype rtype, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
-    int gid;
-    const group_t *g = collective(comm, persist, &gid);
-    for (int q = 0; q < g->size; q++)
-        exact(g, q, in_place ? type_bytes(count_at(rcounts, q), rtype) : type_bytes(count_at(scounts, q), stype));
-    leave(persist);
-}
-
 void rm_alltoallw(MPI_Comm comm, int in_place, rm_counts scounts, rm_handles stypes,
                   rm_counts rcounts, rm_handles rtypes, MPI_Request *persist) {
     if (rm.model == M_NONE) return;
@@ -634,31 +591,16 @@ void rm_alltoallw(MPI_Comm comm, int in_place, rm_counts scounts, rm_handles sty
     leave(persist);
 }
 
-/* neighbourhood collectives: block j (of the counts, types) to out-neighbour j */
-static void to_neighbours(MPI_Comm comm, MPI_Count count, MPI_Datatype type, const rm_counts *counts,
-                          const rm_handles *types, MPI_Request *persist) {
+/* neighbourhood collectives: block j to out-neighbour j */
+void rm_neighbors(MPI_Comm comm, rm_counts scounts, rm_handles stypes, MPI_Request *persist) {
     if (rm.model == M_NONE) return;
     enter(persist);
     comm_t *c = comm_entry(comm);
     if (!c->nbr_ready) neighbours(comm, c);
-    for (int j = 0; j < c->nnbr; j++) {
-        if (c->nbr[j] < 0) continue;   /* MPI_PROC_NULL at a non-periodic edge */
-        MPI_Count n = counts ? count_at(*counts, j) : count;
-        emit_row(K_COLL, c->nbr[j], type_bytes(n, types ? handle_type(*types, j) : type));
-    }
+    for (int j = 0; j < c->nnbr; j++)
+        if (c->nbr[j] >= 0)   /* not MPI_PROC_NULL at a non-periodic edge */
+            emit_row(K_COLL, c->nbr[j], type_bytes(count_at(scounts, j), handle_type(stypes, j)));
     leave(persist);
-}
-
-void rm_neighbor(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Request *persist) {
-    to_neighbours(comm, scount, stype, NULL, NULL, persist);
-}
-
-void rm_neighborv(MPI_Comm comm, rm_counts scounts, MPI_Datatype stype, MPI_Request *persist) {
-    to_neighbours(comm, 0, stype, &scounts, NULL, persist);
-}
-
-void rm_neighborw(MPI_Comm comm, rm_counts scounts, rm_handles stypes, MPI_Request *persist) {
-    to_neighbours(comm, 0, MPI_DATATYPE_NULL, &scounts, &stypes, persist);
 }
 
 /* -------------------------------------------------------------- one-sided */

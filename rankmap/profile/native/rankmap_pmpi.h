@@ -24,11 +24,15 @@ extern __thread int rm_depth __attribute__((tls_model("initial-exec")));
 extern volatile int rm_recording;
 #define rm_on() (rm_recording && rm_depth == 0)
 
-/* an array of counts: int (C int, Fortran MPI_Fint) or MPI_Count (large-count calls) */
-typedef struct { const void *p; int wide; } rm_counts;
-#define RM_COUNTS(x) ((rm_counts){(const void *)(x), sizeof(*(x)) == sizeof(MPI_Count)})
-/* an array of handles: C handles, or Fortran integers (converted on use) */
-typedef struct { const void *p; int fortran; } rm_handles;
+/* an array of counts: int (C int, Fortran MPI_Fint) or MPI_Count (large-count
+ * calls); `step` 0: one count for every peer (RM_ONE_COUNT) */
+typedef struct { const void *p; int wide, step; } rm_counts;
+#define RM_COUNTS(x) ((rm_counts){(const void *)(x), sizeof(*(x)) == sizeof(MPI_Count), 1})
+#define RM_ONE_COUNT(x) ((rm_counts){(const void *)&(x), sizeof(x) == sizeof(MPI_Count), 0})
+/* an array of handles: C handles, or Fortran integers (converted on use);
+ * `step` 0: one C handle for every peer (RM_ONE) */
+typedef struct { const void *p; int fortran, step; } rm_handles;
+#define RM_ONE(x) ((rm_handles){(const void *)&(x), 0, 0})
 
 /* the library's life: after MPI_Init; the end comes from MPI_Finalize */
 void rm_begin(void);
@@ -48,29 +52,20 @@ enum rm_op { RM_BCAST, RM_REDUCE, RM_SCATTER, RM_GATHER, RM_ALLGATHER, RM_ALLRED
              RM_ALLTOALL, RM_REDUCE_SCATTER, RM_SCAN, RM_NOPS };
 void rm_vector(MPI_Comm comm, int op, MPI_Count count, MPI_Datatype type, int root,
                MPI_Request *persist);
-void rm_gather(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
-               MPI_Datatype rtype, int root, MPI_Request *persist);
-void rm_gatherv(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, int root, MPI_Request *persist);
-void rm_scatter(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
-                MPI_Datatype rtype, int root, MPI_Request *persist);
+/* gather, scatter: the unit is `root_count` items at the root, `count` elsewhere */
+void rm_rooted(MPI_Comm comm, int op, int root, MPI_Count root_count, MPI_Datatype root_type,
+               MPI_Count count, MPI_Datatype type, MPI_Request *persist);
 void rm_scatterv(MPI_Comm comm, rm_counts scounts, MPI_Datatype stype, MPI_Count rcount,
                  MPI_Datatype rtype, int root, MPI_Request *persist);
-void rm_allgather(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
-                  MPI_Datatype rtype, MPI_Request *persist);
+/* allgather(v): the own block (Allgather: RM_ONE_COUNT) */
 void rm_allgatherv(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, rm_counts rcounts,
                    MPI_Datatype rtype, MPI_Request *persist);
 void rm_reduce_scatter(MPI_Comm comm, rm_counts rcounts, MPI_Datatype type, MPI_Request *persist);
-/* exact: alltoall(v/w) send block q to rank q */
-void rm_alltoall(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Count rcount,
-                 MPI_Datatype rtype, MPI_Request *persist);
-void rm_alltoallv(MPI_Comm comm, int in_place, rm_counts scounts, MPI_Datatype stype,
-                  rm_counts rcounts, MPI_Datatype rtype, MPI_Request *persist);
+/* exact: alltoall(v/w) send block q to rank q (Alltoall, Alltoallv: RM_ONE_COUNT, RM_ONE) */
 void rm_alltoallw(MPI_Comm comm, int in_place, rm_counts scounts, rm_handles stypes,
                   rm_counts rcounts, rm_handles rtypes, MPI_Request *persist);
 /* exact: neighbourhood collectives name their peers */
-void rm_neighbor(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, MPI_Request *persist);
-void rm_neighborv(MPI_Comm comm, rm_counts scounts, MPI_Datatype stype, MPI_Request *persist);
-void rm_neighborw(MPI_Comm comm, rm_counts scounts, rm_handles stypes, MPI_Request *persist);
+void rm_neighbors(MPI_Comm comm, rm_counts scounts, rm_handles stypes, MPI_Request *persist);
 
 /* one-sided: bytes put to the target, bytes fetched from it */
 void rm_rma(MPI_Win win, int target, MPI_Count put_count, MPI_Datatype put_type,

@@ -74,21 +74,14 @@ def is_program(target: str) -> Path | None:
     return path
 
 
-def launcher_rank(env=os.environ) -> int | None:
+#: where launchers (hydra, Open MPI, PMIx, Slurm) say a process's rank, and its rank on its host
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+LOCAL_RANK_VARIABLES = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "SLURM_LOCALID")
+
+
+def launcher_rank(names=RANK_VARIABLES) -> int | None:
     """This process's rank as the launcher says (before any MPI call), or None."""
-    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
-        value = env.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return None
-
-
-def _local_rank(env=os.environ) -> int | None:
-    for name in ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "PMIX_LOCAL_RANK", "SLURM_LOCALID"):
-        value = env.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return None
+    return next((int(os.environ[v]) for v in names if os.environ.get(v, "").isdigit()), None)
 
 
 def _die_with_parent(parent: int, own_group: bool):
@@ -127,7 +120,7 @@ class Supervisor:
     def _prefetch_xml(self) -> None:
         """Start reading the host's tree while the program starts, when the
         launcher says this is the first rank of its host."""
-        if self.opts["topology"] and _local_rank() == 0:
+        if self.opts["topology"] and launcher_rank(LOCAL_RANK_VARIABLES) == 0:
             self._xml_thread = threading.Thread(target=self._read_xml, daemon=True)
             self._xml_thread.start()
 
