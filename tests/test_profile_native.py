@@ -142,6 +142,15 @@ def test_exit_code_passes_through(tmp_path, compiled):
     assert trace.graph("p2p").total_bytes == 2 * 24
 
 
+@pytest.mark.mpi
+def test_phase_and_paused_options(tmp_path, compiled):
+    out, _ = profile(2, tmp_path, compiled("exit_code.c"), "0", options=["--phase", "setup", "--paused"])
+    trace = read_trace(out)
+    assert trace.phases == ["main", "setup"] and trace.graph("all").total_bytes == 0
+    out, _ = profile(2, tmp_path, compiled("exit_code.c"), "0", options=["--phase", "setup"])
+    assert read_trace(out).graph("p2p", phase="setup").total_bytes == 2 * 24
+
+
 def test_sigterm_reaches_the_program_after_its_counters_are_written(tmp_path, compiled):
     """A signal to a rank's supervisor goes to the program, once the program
     wrote its counters: with no periodic flush the part still holds every

@@ -4,8 +4,10 @@
  * 2 or more ranks.  Each rank writes what it must have been recorded with
  * to ARGV[1].RANK, one row per line: phase kind src dst bytes messages.
  * MPI-4 forms (partitioned, persistent collectives, Isendrecv, large count)
- * run where the MPI has them; the rows say which ran. */
+ * run where the MPI has them, two threads sending at once where it gives
+ * MPI_THREAD_MULTIPLE; the rows say which ran. */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -33,9 +35,20 @@ static void post(int count, MPI_Datatype type) {
 
 static void done(void) { MPI_Wait(&rq[0], MPI_STATUS_IGNORE); }
 
+/* a thread's ring exchange on its own communicator: 100 messages of `bytes` */
+struct ring { MPI_Comm comm; int bytes; char in[128], out[128]; };
+static void *thread_ring(void *arg) {
+    struct ring *t = arg;
+    for (int i = 0; i < 100; i++)
+        MPI_Sendrecv(t->out, t->bytes, MPI_BYTE, right, 34, t->in, t->bytes, MPI_BYTE, left, 34, t->comm,
+                     MPI_STATUS_IGNORE);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     char name[4096];
-    MPI_Init(&argc, &argv);
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(world, &me);
     MPI_Comm_size(world, &n);
     right = (me + 1) % n;
@@ -220,6 +233,18 @@ int main(int argc, char **argv) {
     else sent("collective", right, 140, 2);
     MPI_Comm_free(&dg);
     end();
+
+    if (provided == MPI_THREAD_MULTIPLE) {
+        begin(34);
+        struct ring rings[2] = {{.bytes = 73}, {.bytes = 79}};
+        pthread_t threads[2];
+        for (int t = 0; t < 2; t++) MPI_Comm_dup(world, &rings[t].comm);
+        for (int t = 0; t < 2; t++) pthread_create(&threads[t], NULL, thread_ring, &rings[t]);
+        for (int t = 0; t < 2; t++) pthread_join(threads[t], NULL);
+        for (int t = 0; t < 2; t++) MPI_Comm_free(&rings[t].comm);
+        sent("p2p", right, 100 * (73 + 79), 200);
+        end();
+    }
 
     /* paused: nothing recorded */
     MPI_Pcontrol(0);

@@ -875,13 +875,17 @@ void rm_begin(void) {
     text = getenv("RANKMAP_PMPI_SOCKET");
     rm.sock = text ? atoi(text) : -1;
     if (rm.sock >= 0) fcntl(rm.sock, F_SETFD, FD_CLOEXEC);   /* not for the program's children */
+    LOCK();   /* as the mpi4py profiler: "main", then the starting phase, then paused */
+    rm.phase_name = strdup("main");
+    rm.pcontrol_base = strdup("main");
+    set_phase("main");
     text = getenv("RANKMAP_PMPI_PHASE");
-    rm.phase_name = strdup(text && *text ? text : "main");
-    rm.pcontrol_base = strdup(rm.phase_name);
+    if (text && *text) set_phase(text);
     text = getenv("RANKMAP_PMPI_PAUSED");
-    LOCK();
-    set_paused(text && !strcmp(text, "1"));
+    if (text && !strcmp(text, "1")) set_paused(1);
     UNLOCK();
+    unsetenv("RANKMAP_PMPI_COUNTS");   /* a process the program starts records nothing into this rank */
+    unsetenv("RANKMAP_PMPI_SOCKET");
     snapshot(ST_STARTED, 1);
     handshake();
     PMPI_Barrier(MPI_COMM_WORLD);   /* every rank has its part file before the program goes on */
