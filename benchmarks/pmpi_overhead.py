@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=5, help="plain/profiled job pairs per case (default 5)")
     ap.add_argument("--calls", type=int, default=20000, help="calls per timed round (default 20000)")
     ap.add_argument("--halo-ranks", type=int, default=2, help="ranks of the halo program (default 2)")
-    ap.add_argument("--halo-iters", type=int, default=2000, help="halo iterations (default 2000)")
+    ap.add_argument("--halo-iters", type=int, default=20000, help="halo iterations (default 20000)")
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
     print(f"{time.strftime('%Y-%m-%d')}, {machine()}")

@@ -151,23 +151,26 @@ def test_phase_and_paused_options(tmp_path, compiled):
     assert read_trace(out).graph("p2p", phase="setup").total_bytes == 2 * 24
 
 
+@pytest.mark.mpi
 def test_sigterm_reaches_the_program_after_its_counters_are_written(tmp_path, compiled):
-    """A signal to a rank's supervisor goes to the program, once the program
+    """A signal to a rank's supervisor goes to the program once the program
     wrote its counters: with no periodic flush the part still holds every
     byte sent before the signal, status ``signal``; the supervisor dies of it."""
-    if mpi_kind() != "mpich":
-        pytest.skip("a singleton (no mpiexec) run: the mpich wheel's")
     out = tmp_path / "sig.rmtrace.npz"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "rankmap.profile", "--no-topology", "--flush-interval", "0",
-                             "-o", str(out), str(compiled("exit_code.c")), "wait"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    opts, launch_env = launch_options(1)
+    proc = subprocess.Popen([mpiexec_path(), *opts, "-n", "1", sys.executable, "-m", "rankmap.profile",
+                             "--no-topology", "--flush-interval", "0", "-o", str(out),
+                             str(compiled("exit_code.c")), "wait"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, **launch_env, "PYTHONPATH": str(ROOT)})
     try:
-        assert proc.stdout.readline().strip() == "waiting"
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == -signal.SIGTERM
+        line = proc.stdout.readline().split()
+        assert line[:1] == ["waiting"], proc.stderr.read()
+        os.kill(int(line[1]), signal.SIGTERM)
+        assert proc.wait(timeout=60) != 0
     finally:
         proc.kill()
+        proc.communicate()
     trace = read_trace(Path(str(out) + ".parts"), warn_missing=False)
     assert trace.status == ["signal"]
     assert trace.edges["p2p"]["bytes"].sum() == 24   # to itself, before the signal

@@ -246,6 +246,23 @@ int main(int argc, char **argv) {
         end();
     }
 
+    begin(35);   /* a graph topology: each rank's neighbours are right, then left */
+    MPI_Comm graph;
+    int *index = malloc(n * sizeof(int)), *edges = malloc(2 * n * sizeof(int));
+    for (int q = 0; q < n; q++) {
+        index[q] = 2 * (q + 1);
+        edges[2 * q] = (q + 1) % n;
+        edges[2 * q + 1] = (q + n - 1) % n;
+    }
+    MPI_Graph_create(world, n, index, edges, 0, &graph);
+    MPI_Neighbor_allgather(sbuf, 75, MPI_BYTE, rbuf, 75, MPI_BYTE, graph);
+    sent("collective", right, 75, 1);
+    sent("collective", left, 75, 1);
+    MPI_Comm_free(&graph);
+    free(index);
+    free(edges);
+    end();
+
     /* paused: nothing recorded */
     MPI_Pcontrol(0);
     MPI_Sendrecv(sbuf, 1000, MPI_BYTE, right, 29, rbuf, 1000, MPI_BYTE, left, 29, world, MPI_STATUS_IGNORE);

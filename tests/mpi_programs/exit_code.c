@@ -1,5 +1,6 @@
 /* Each rank sends 24 B to the next, then ends with exit code ARGV[1]; with
- * "wait" it prints "waiting" and sleeps until a signal ends it. */
+ * "wait", rank 0 prints "waiting PID" (its parent: under the profiler, its
+ * supervisor) and every rank sleeps until a signal ends it. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@ int main(int argc, char **argv) {
     MPI_Sendrecv(out, 3, MPI_DOUBLE, (me + 1) % n, 0, in, 3, MPI_DOUBLE, (me + n - 1) % n, 0,
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (argc > 1 && !strcmp(argv[1], "wait")) {
-        printf("waiting\n");
+        if (me == 0) printf("waiting %d\n", (int)getppid());
         fflush(stdout);
         sleep(60);
     }

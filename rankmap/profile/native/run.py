@@ -237,7 +237,9 @@ class Supervisor:
     def wait(self) -> int:
         """Serve the program's messages until it ends; its return code."""
         while True:
-            timeout = 0.5 if not self._pending else max(0.0, min(0.5, self._deadline - time.monotonic()))
+            # the socket's end says the program ended; the timeout only catches a
+            # descendant of it holding the socket open
+            timeout = 2.0 if not self._pending else max(0.0, min(2.0, self._deadline - time.monotonic()))
             ready, _, _ = select.select([self.sock], [], [], timeout)
             data = self.sock.recv(4096) if ready else None
             if data:
