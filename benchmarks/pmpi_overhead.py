@@ -118,7 +118,8 @@ def main() -> None:
                       f"{1e6 * (prof_best - plain_best) / calls:.3f} us (median / best)")
             if label == "ping-pong":
                 print("a round trip has two intercepted sends on its critical path: added per call = added / 2")
-            results[label] = {"ranks": n, "load": [load0, loadavg()], "rows": rows}
+            results[label] = {"ranks": n, "load": [load0, loadavg()], "unit": unit, "rows": rows,
+                              "columns": ["plain median", "plain best", "profiled median", "profiled best"]}
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1) + "\n")
 

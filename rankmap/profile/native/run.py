@@ -109,7 +109,7 @@ class Supervisor:
         self.part: Path | None = None
         self.xml = None
         self._xml_thread = None
-        self._write_failed = False
+        self._complained = False  # a problem with the files said once per rank
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.own_group = not os.isatty(0)  # a terminal's Ctrl-C reaches its group itself
@@ -137,10 +137,16 @@ class Supervisor:
             self._xml_thread.join()
 
     def read(self) -> bool:
-        """Read the program's latest snapshot; False when there is none."""
+        """Read the program's latest snapshot; False when there is none (or
+        it is damaged: said once, the part keeps the last good one)."""
         try:
             self.snapshot = counts.read_snapshot(self.counts)
         except FileNotFoundError:
+            return False
+        except (OSError, ValueError) as exc:
+            if not self._complained:
+                print(f"rankmap.profile: {exc}", file=sys.stderr)
+            self._complained = True
             return False
         if self.part is None:
             self.part = tracefmt.part_path(self.output, self.snapshot.rank)
@@ -157,9 +163,9 @@ class Supervisor:
         try:
             part.write(self.part)
         except OSError as exc:  # a full disk must not kill the program
-            if not self._write_failed:
+            if not self._complained:
                 print(f"rankmap.profile: rank {s.rank}: cannot write {self.part}: {exc}", file=sys.stderr)
-            self._write_failed = True
+            self._complained = True
 
     def on_message(self, data: bytes) -> None:
         """The program wrote a snapshot ('S' first, 'F', 'E' the last) or had nothing new ('T')."""
