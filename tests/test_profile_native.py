@@ -38,22 +38,21 @@ def compiled(tmp_path_factory):
     out = tmp_path_factory.mktemp("programs")
     done = {}
 
-    def make(source: str) -> Path:
-        if source not in done:
+    def make(source: str, wrapper: str = "mpicc") -> Path:
+        if (source, wrapper) not in done:
             path = PROGRAMS / source if (PROGRAMS / source).exists() else ROOT / "examples" / source
             fortran = source.endswith(".f90")
-            cc = mpi_tool("mpifort", "mpif90") if fortran else mpi_tool("mpicc")
+            cc = mpi_tool("mpifort", "mpif90") if fortran else mpi_tool(wrapper)
             if cc is None or (fortran and shutil.which("gfortran") is None):
                 pytest.skip("no Fortran MPI compiler wrapper (mpifort/mpif90) or gfortran here: the mpich "
                             "wheel has no Fortran bindings; CI's Open MPI lane with gfortran runs this"
-                            if fortran else "no mpicc beside mpiexec")
-            exe = out / Path(source).stem.replace(".", "_")
-            exe = exe.with_name(exe.name + ("_f" if fortran else ""))
+                            if fortran else f"no {wrapper} beside mpiexec")
+            exe = out / f"{Path(source).stem}_{'f' if fortran else wrapper}"
             proc = subprocess.run([cc, "-O1", "-o", str(exe), str(path)],
                                   capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stderr
-            done[source] = exe
-        return done[source]
+            done[source, wrapper] = exe
+        return done[source, wrapper]
 
     return make
 
@@ -113,6 +112,13 @@ def test_c_call_forms_record_exact_bytes(n, tmp_path, compiled):
     trace = check_call_forms(n, tmp_path, compiled("callforms.c"), min_phases=25)
     if trace.meta["mpi"]["standard"] >= "4":  # partitioned, persistent collective, Isendrecv, large count
         assert {"pcontrol-25", "pcontrol-26", "pcontrol-27", "pcontrol-30"} <= set(trace.phases)
+
+
+@pytest.mark.mpi
+def test_c_call_forms_under_the_standard_abi(tmp_path, compiled):
+    """A program built against MPICH's standard ABI (``mpicc_abi``, pointer
+    handles, no Fortran) gets a library built with ``mpicc_abi``."""
+    check_call_forms(4, tmp_path, compiled("callforms.c", "mpicc_abi"), min_phases=25)
 
 
 @pytest.mark.mpi
@@ -248,7 +254,8 @@ def test_wrappers_cover_every_form_in_c_and_fortran():
                "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce_scatter_block",
                "Reduce_scatter", "Scan", "Exscan", "Neighbor_allgather", "Neighbor_alltoallw"):
         assert {op, "I" + op[0].lower() + op[1:], op + "_init"} <= names, op
-    text = calls.generate({f"PMPI_{n}" for n in names})
+    assert "void mpi_send_(" not in calls.generate({f"PMPI_{n}" for n in names})   # no Fortran handles
+    text = calls.generate({f"PMPI_{n}" for n in names} | {"MPI_Fint"})
     for symbol in ("mpi_send", "mpi_send_", "mpi_send__", "MPI_SEND", "mpi_startall_", "MPI_ALLTOALLW"):
         assert re.search(rf"^void {symbol}\(", text, re.M), symbol
     assert re.search(r"^void mpi_pcontrol_\(MPI_Fint \*level_f\)$", text, re.M)   # MPI_PCONTROL has no IERROR

@@ -16,6 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from .collectives import MODELS
 from .native import run as run_native
 from .parts import FLUSH_INTERVAL
 
@@ -112,8 +113,6 @@ def run_program(kind: str, target: str, args: list[str]) -> None:
 
 def main(argv=None) -> int:
     opts, kind, target, args = parse(sys.argv[1:] if argv is None else argv)
-    from .collectives import MODELS
-
     if opts["collectives"] not in MODELS:
         raise SystemExit(f"rankmap.profile: unknown collective model {opts['collectives']!r}")
     program = run_native.is_program(target) if kind == "path" else None

@@ -120,12 +120,13 @@ def build(mpicc: Path, entry: Path) -> Path:
     entry.mkdir(parents=True, exist_ok=True)
     log = entry / "build.log"
     header = _run([str(mpicc), "-E", "-x", "c", "-"], log, input="#include <mpi.h>\n")
-    declared = calls.declared_functions(header.stdout)
+    declared = calls.declared_names(header.stdout)
     if header.returncode != 0 or "PMPI_Send" not in declared:
         raise BuildError(f"rankmap.profile: {mpicc} cannot read its mpi.h (see {log})")
     (entry / "calls.c").write_text(calls.generate(declared))
     tmp = entry / f".{LIBRARY}.{os.getpid()}"
-    proc = _run([str(mpicc), "-shared", "-fPIC", "-O2", f"-I{SOURCE_DIR}", "-o", str(tmp),
+    fortran = ["-DRM_FORTRAN"] if calls.fortran_handles(declared) else []
+    proc = _run([str(mpicc), "-shared", "-fPIC", "-O2", *fortran, f"-I{SOURCE_DIR}", "-o", str(tmp),
                  str(SOURCE_DIR / "rankmap_pmpi.c"), str(entry / "calls.c"), "-ldl", "-lpthread"], log)
     if proc.returncode != 0:
         first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:200])

@@ -302,16 +302,26 @@ HEADER = """\
 """
 
 
+def fortran_handles(declared: set[str]) -> bool:
+    """True when the MPI's header has Fortran handles (``MPI_Fint`` and its
+    ``_f2c`` conversions, functions or macros): MPICH's standard ABI
+    (``mpi_abi.h``) has none."""
+    return "MPI_Fint" in declared
+
+
 def generate(declared: set[str]) -> str:
     """C source of the wrappers of every call whose ``PMPI_`` function is in
     ``declared`` (the names the MPI's ``mpi.h`` declares), then of their
-    Fortran bindings."""
+    Fortran bindings where the MPI has Fortran handles."""
     calls = all_calls()
     ours = [c for c in calls if c.c and f"PMPI_{c.name}" in declared]
-    fortran = [c for c in calls if c.fortran and (not c.c or f"PMPI_{c.name}" in declared)]
+    fortran = [c for c in calls if c.fortran and (not c.c or f"PMPI_{c.name}" in declared)] \
+        if fortran_handles(declared) else []
     out = [HEADER, "#define RM_IN_PLACE(b) ((const void *)(b) == MPI_IN_PLACE)\n",
            "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 0, 1})\n\n"]
     out += [_c_wrapper(c) for c in ours]
+    if not fortran:
+        return "".join(out)
     out += ["/* Fortran (mpif.h, use mpi): arguments by reference, integer handles */\n",
             "_Static_assert(sizeof(MPI_Fint) == sizeof(int), \"Fortran integer counts are C ints\");\n",
             "#undef RM_IN_PLACE\n#undef RM_HANDLES\n",
@@ -321,6 +331,12 @@ def generate(declared: set[str]) -> str:
     return "".join(out)
 
 
-def declared_functions(preprocessed_header: str) -> set[str]:
-    """The ``PMPI_`` functions a preprocessed ``mpi.h`` declares."""
-    return set(re.findall(r"\b(PMPI_\w+)\s*\(", preprocessed_header))
+def declared_names(preprocessed_header: str) -> set[str]:
+    """The ``PMPI_`` functions a preprocessed ``mpi.h`` declares, and
+    ``MPI_Fint`` when it has Fortran handles: a ``_f2c`` function (Open
+    MPI's ``MPI_Fint`` is a macro) or the ``MPI_Fint`` type (MPICH 4's
+    ``_f2c`` are macros)."""
+    names = set(re.findall(r"\b(PMPI_\w+)\s*\(", preprocessed_header))
+    if "PMPI_Comm_f2c" in names or re.search(r"\btypedef\b[^;]*\bMPI_Fint\s*;", preprocessed_header):
+        names.add("MPI_Fint")
+    return names

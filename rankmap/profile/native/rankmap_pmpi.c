@@ -462,9 +462,13 @@ static double type_bytes(MPI_Count count, MPI_Datatype type) {
     return (double)count * (double)size;
 }
 
+/* RM_FORTRAN: the MPI has Fortran handles (MPICH's standard ABI has none) */
 static MPI_Datatype handle_type(rm_handles h, int i) {
     i *= h.step;
-    return h.fortran ? PMPI_Type_f2c(((const MPI_Fint *)h.p)[i]) : ((const MPI_Datatype *)h.p)[i];
+#ifdef RM_FORTRAN
+    if (h.fortran) return PMPI_Type_f2c(((const MPI_Fint *)h.p)[i]);
+#endif
+    return ((const MPI_Datatype *)h.p)[i];
 }
 
 static MPI_Count count_at(rm_counts c, int i) {
@@ -486,8 +490,10 @@ void rm_start(rm_handles requests, int count) {
     LOCK();
     for (int i = 0; i < count; i++) {
         int at = i * requests.step;
-        MPI_Request r = requests.fortran ? PMPI_Request_f2c(((const MPI_Fint *)requests.p)[at])
-                                         : ((const MPI_Request *)requests.p)[at];
+        MPI_Request r = ((const MPI_Request *)requests.p)[at];
+#ifdef RM_FORTRAN
+        if (requests.fortran) r = PMPI_Request_f2c(((const MPI_Fint *)requests.p)[at]);
+#endif
         plan_t *p = map_get(&rm.plans, handle_key(&r, sizeof r));
         if (!p) continue;   /* a receive, or a request the program made before recording */
         for (int s = 0; s < p->nsend; s++) emit_row(p->send[s].kind, p->send[s].world, p->send[s].bytes);

@@ -86,9 +86,10 @@ def launcher_rank(names=RANK_VARIABLES) -> int | None:
 
 def _die_with_parent(parent: int, own_group: bool):
     """In the program's process before exec: killed when the supervisor dies."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here, not in the forked child
+
     def setup():
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the supervisor died before prctl
             os._exit(1)
         if own_group:
@@ -226,7 +227,6 @@ class Supervisor:
                    RANKMAP_PMPI_MODEL=self.model, RANKMAP_PMPI_PHASE=self.opts["phase"] or "",
                    RANKMAP_PMPI_PAUSED="1" if self.opts["paused"] else "0",
                    RANKMAP_PMPI_INTERVAL=str(self.opts["flush_interval"]))
-        self._prefetch_xml()
         # the program inherits what this rank inherited from the launcher (hydra's
         # PMI_FD, Open MPI's pipes), not the descriptors this Python opened
         os.set_inheritable(theirs.fileno(), True)
@@ -237,6 +237,7 @@ class Supervisor:
         finally:
             theirs.close()
         self.sock = ours
+        self._prefetch_xml()  # a thread: only once the program is forked
         for signum in FORWARDED:
             signal.signal(signum, self.forward)
 
