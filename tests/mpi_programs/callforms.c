@@ -181,6 +181,13 @@ int main(int argc, char **argv) {
     begin(21); MPI_Alltoallv(sbuf, counts, displs, MPI_INT, rbuf, rcounts, rdispls, MPI_INT, world);
     for (int q = 0; q < n; q++) sent("collective", q, 4 * (q + 45), 1);
     end();
+    for (int q = 0, at = 0; q < n; at += me + q + 51, q++) {
+        counts[q] = 999; displs[q] = 0; rcounts[q] = me + q + 51; rdispls[q] = at;
+    }
+    begin(36);   /* in place: what goes to q is what comes from q; the send counts are not read */
+    MPI_Alltoallv(MPI_IN_PLACE, counts, displs, MPI_DOUBLE, rbuf, rcounts, rdispls, MPI_INT, world);
+    for (int q = 0; q < n; q++) sent("collective", q, 4 * (me + q + 51), 1);
+    end();
     begin(22); MPI_Reduce_scatter_block(sbuf, rbuf, 47, MPI_DOUBLE, MPI_SUM, world);
     if (me) sent("collective", 0, 376.0 * n, 1); else for (int q = 1; q < n; q++) sent("collective", q, 376, 1);
     end();

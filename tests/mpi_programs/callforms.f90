@@ -161,6 +161,20 @@ program callforms
     call sent('collective', q, 4 * (q + 45), 1)
   end do
   call finish()
+  rdispls(0) = 0
+  do q = 0, n - 1
+    counts(q) = 999
+    displs(q) = 0
+    rcounts(q) = me + q + 51
+    if (q > 0) rdispls(q) = rdispls(q - 1) + rcounts(q - 1)
+  end do
+  call begin(24)   ! in place: what goes to q is what comes from q; the send counts are not read
+  call MPI_Alltoallv(MPI_IN_PLACE, counts, displs, MPI_DOUBLE_PRECISION, rbuf, rcounts, rdispls, MPI_INTEGER, &
+                     MPI_COMM_WORLD, ierr)
+  do q = 0, n - 1
+    call sent('collective', q, 4 * (me + q + 51), 1)
+  end do
+  call finish()
   call begin(21); call MPI_Scan(sbuf, rbuf, 49, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   if (me + 1 < n) call sent('collective', me + 1, 196, 1)
   call finish()
