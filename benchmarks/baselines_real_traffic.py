@@ -1,5 +1,5 @@
 """J of the baseline methods on the real traffic matrices of ../shared/data,
-mapped one-to-one onto S = 4:16:1, D = 1:10:100 (the foundation issue's check).
+mapped one-to-one onto S = 4:16:1, D = 1:10:100.
 
     python benchmarks/baselines_real_traffic.py [--shared ../shared] [--hierarchy 4:16:1]
 

@@ -49,8 +49,8 @@ ranks), so rounds and J are those of P ranks.  Instances:
 "lulesh", a LULESH-like 27-point stencil on a near-cubic grid of P ranks
 with the byte counts of the recorded 64-rank LULESH traffic (faces, edges,
 corners: the median of each class in tests/data/traffic/lulesh64.size.csv)
-onto 24:2:k (4:20:100, k = ceil(P / 48) nodes of 2 x 24 cores, as the
-issue's held-out case); "stencil2d", a 2-D 5-point stencil onto 4:16:P/64
+onto 24:2:k (4:20:100, k = ceil(P / 48) nodes of 2 x 24 cores, the machine
+of the 1000-rank LULESH case); "stencil2d", a 2-D 5-point stencil onto 4:16:P/64
 (1:10:100).  Starts: the launch order (task t on PE t) and a random launch
 order (the tasks renamed, as ``--in-program`` does).  Columns: the vertices
 per level, label propagation rounds per level, swap rounds, all rounds,

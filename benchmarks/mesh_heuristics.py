@@ -9,7 +9,7 @@ AFFN and COCE use on 2-D meshes).  "identity" is the partitioner's part
 numbering (the paper's default mapping).  The paper does not say where the
 3-D coordinates of its 2-D mesh came from for the 3-D tori; we lay the
 graph out in 3-D (``rankmap.layout``, its sec. V).  ``--coords layout``
-uses the layout on 2-D meshes too (last session's setting).  rankmap's own
+uses the layout on 2-D meshes too (no true coordinates).  rankmap's own
 method is ``mesh_auto``.  Also the nearest-free-node search: quadtree/octree
 vs spiralling.
 

@@ -8,9 +8,8 @@ where it closed the gap; cut by --seconds, --node-limit), and the best
 peer's and auto's J over it, as a markdown table.  One JSON line per row
 with --json.
 
-    python benchmarks/quality_bounds.py \\
-        --from benchmarks/results/quality_k14.jsonl,benchmarks/results/quality_k28.jsonl \\
-        --also benchmarks/results/quality_exact.jsonl --json quality_bounds.jsonl
+    python benchmarks/quality_bounds.py --from benchmarks/results/quality_one_to_one.jsonl \\
+        --seconds 120 --json quality_bounds.jsonl
 """
 
 from __future__ import annotations

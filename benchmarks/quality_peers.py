@@ -80,30 +80,10 @@ def graph_path(name: str) -> Path:
 
 
 def read_metis(path: Path) -> CommGraph:
-    """Small METIS reader (fmt 0/1/10/11) for the benchmark."""
-    try:
-        from rankmap.formats import read_graph  # the lead's reader, when merged
+    """A METIS graph of the benchmark set (rankmap's reader)."""
+    from rankmap.formats import read_graph
 
-        return read_graph(str(path))
-    except ImportError:
-        pass
-    lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("%")]
-    head = lines[0].split()
-    n, fmt = int(head[0]), head[2] if len(head) > 2 else "0"
-    ew, vw = fmt[-1:] == "1", len(fmt) >= 2 and fmt[-2] == "1"
-    rows, cols, wts, vws = [], [], [], []
-    for i, ln in enumerate(lines[1:n + 1]):
-        t = [int(x) for x in ln.split()]
-        if vw:
-            vws.append(t[0])
-            t = t[1:]
-        step = 2 if ew else 1
-        for j in range(0, len(t), step):
-            rows.append(i)
-            cols.append(t[j] - 1)
-            wts.append(t[j + 1] if ew else 1)
-    b = sp.csr_array((np.asarray(wts, float), (rows, cols)), shape=(n, n))
-    return CommGraph(b, vertex_weights=np.asarray(vws, float) if vw else None, name=path.stem)
+    return read_graph(str(path))
 
 
 def read_matrix(path: Path) -> CommGraph:
@@ -203,7 +183,7 @@ def scotch_peer(graph: CommGraph, arities, distances, eps=0.0, weights=None):
 
 
 # VieM and SharedMap are built from their public sources outside the repository
-# (docs/quality.md, "Building the peers"); RANKMAP_PEERS_DIR names the folder
+# (docs/results/peers.md); RANKMAP_PEERS_DIR names the folder
 # holding VieM/ and SharedMap/.  A peer that is not built there is skipped.
 PEERS_DIR = os.environ.get("RANKMAP_PEERS_DIR", "")
 PEER_BINARIES = {"viem": ("VieM/deploy/viem", "VieM/build/viem"),
@@ -494,7 +474,7 @@ def load_json_rows(paths: list[str]) -> list[dict]:
 def json_report(rows: list[dict], plot_path: str | None) -> None:
     """Markdown table of auto against the peers (J / best peer J; a value
     carried from an earlier run marked +), the summary against the goals of
-    docs/quality.md, and the plot."""
+    docs/results/quality-one-to-one.md, and the plot."""
     peers = [p for p in dict.fromkeys(p for r in rows for p in r["peers"]) if p != "identity"]
     print("| instance | n | best peer J | " + " | ".join(peers) + " | auto | auto s | VieM s | auto/VieM t | load |")
     print("|---|---:|---:|" + "---:|" * (len(peers) + 5))
@@ -695,7 +675,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1,
                     help="one-to-one: run the graphs in this many processes at once, each pinned to a CPU "
                          "(at most one per core; rows as in a run of their own)")
-    ap.add_argument("--plot", default="benchmarks/results/quality_peers.png")
+    ap.add_argument("--plot", default="quality_peers.png")
     ap.add_argument("--json", help="append every instance's results to this file as JSON lines as they come")
     ap.add_argument("--skip", type=lambda v: {x for x in v.split(",") if x}, default=set(),
                     help="comma-separated tools to leave out (ours or peers, not auto), e.g. multilevel,mtkahypar")
@@ -720,7 +700,7 @@ def main(argv=None) -> int:
     print("scotch:", scotch or "not installable here: Scotch skipped")
     for peer in PEER_BINARIES:
         print(f"{peer}:", peer_binary(peer) or "not built under RANKMAP_PEERS_DIR "
-              f"({PEERS_DIR or 'unset'}): skipped (docs/quality.md says how to build it)")
+              f"({PEERS_DIR or 'unset'}): skipped (docs/results/peers.md says how to build it)")
     if not args.only_many:
         rows, peers, ours = run_one_to_one(args, scotch)
         summarize(rows, peers, ours)

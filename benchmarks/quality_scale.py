@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ms-levels", type=int, default=None,
                     help="partition only the top N levels in the multisection columns (the given order below)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--plot", default="benchmarks/results/quality_scale.png")
+    ap.add_argument("--plot", default="quality_scale.png")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args(argv)
     threads = tuple(int(t) for t in args.threads.split(","))

@@ -6,8 +6,7 @@ prints and appends one JSON line per row (every J found, and those below
 the tie), so a cut run keeps its rows and a rerun skips them.
 
     RANKMAP_PEERS_DIR=/work/peers python benchmarks/quality_ties.py \\
-        --from benchmarks/results/quality_k14.jsonl,benchmarks/results/quality_k28.jsonl,benchmarks/results/quality_k1632.jsonl \\
-        --json ties.jsonl
+        --from benchmarks/results/quality_one_to_one.jsonl --json ties.jsonl
 """
 
 from __future__ import annotations

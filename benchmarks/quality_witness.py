@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality_peers as qp  # noqa: E402
 from rankmap.algorithms import map_tasks  # noqa: E402
-from rankmap.algorithms.construct.multilevel import _place_in_leaves  # noqa: E402
-from rankmap.algorithms.portfolio.one_to_one import _refine_cost, _refine_start  # noqa: E402
+from rankmap.algorithms.construct.slots import place_in_leaves  # noqa: E402
+from rankmap.algorithms.refine.budgeted import refine_cost, refine_start  # noqa: E402
 from rankmap.cost import evaluate, mapping_cost  # noqa: E402
 from rankmap.deadline import Deadline  # noqa: E402
 from rankmap.modelgen import model_graph  # noqa: E402
@@ -92,11 +92,11 @@ def main(argv=None) -> int:
     node_moved = np.flatnonzero(ours // 64 != theirs // 64)
     group_moved = np.flatnonzero(ours // 4 != relabel(ours, theirs, 4) // 4)
     print(f"  after relabelling: {node_moved.size} tasks on another node, {group_moved.size} in another group of 4")
-    start = _place_in_leaves(theirs // 64, 64, topo.n_pes, ours)
-    budget = _refine_cost(g, topo, True)
-    mixed, _ = _refine_start(g, topo, start, budget, 0, Deadline())
+    start = place_in_leaves(theirs // 64, 64, topo.n_pes, ours)
+    budget = refine_cost(g, topo, True)
+    mixed, _ = refine_start(g, topo, start, budget, 0, Deadline())
     print(f"  peer's node partition + auto's placement inside nodes, refined: J {mapping_cost(g, topo, mixed):.0f}")
-    polished, _ = _refine_start(g, topo, theirs, budget, 0, Deadline())
+    polished, _ = refine_start(g, topo, theirs, budget, 0, Deadline())
     print(f"  peer's mapping after our swap refinement: J {mapping_cost(g, topo, polished):.0f}")
     if node_moved.size:
         src, dst = ours[node_moved] // 64, theirs[node_moved] // 64
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
             leaf[tasks] = theirs[tasks] // 64
             if np.bincount(leaf, minlength=topo.n_pes // 64).max() > 64:
                 continue  # not an exchange on its own: part of a longer cycle
-            cand, _ = _refine_start(g, topo, _place_in_leaves(leaf, 64, topo.n_pes, ours), budget, 0, Deadline())
+            cand, _ = refine_start(g, topo, place_in_leaves(leaf, 64, topo.n_pes, ours), budget, 0, Deadline())
             gains.append((a, b, tasks.size, mapping_cost(g, topo, cand) - j_ours))
         for a, b, size, d in gains:
             print(f"  exchange between nodes {a} and {b} ({size} tasks) alone, refined: J change {d:+.0f}")

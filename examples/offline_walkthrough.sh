@@ -28,9 +28,10 @@ for fmt in openmpi hydra slurm mpich; do
     echo "   $OUT/order.$fmt"
 done
 cat <<MSG
-== 4. rerun the application with the new order (on the cluster the machine describes):
-   Open MPI : mpirun -n P --rankfile $OUT/order.openmpi python app.py
-   MPICH    : mpiexec -n P -f $OUT/order.hydra python app.py
-   Slurm    : SLURM_HOSTFILE=$OUT/order.slurm srun -n P --distribution=arbitrary python app.py
-   Cray     : cp $OUT/order.mpich MPICH_RANK_ORDER; MPICH_RANK_REORDER_METHOD=3 srun -n P python app.py
+== 4. rerun the application with the new order (on the cluster the machine describes);
+   each launch file has its bindings beside it, and rankmap-bind puts every rank on its cores:
+   Open MPI : mpirun -n P --rankfile $OUT/order.openmpi --bind-to none rankmap-bind $OUT/order.openmpi.bindings -- python app.py
+   MPICH    : mpiexec -n P -f $OUT/order.hydra rankmap-bind $OUT/order.hydra.bindings -- python app.py
+   Slurm    : SLURM_HOSTFILE=$OUT/order.slurm srun -n P --distribution=arbitrary --cpu-bind=none rankmap-bind $OUT/order.slurm.bindings -- python app.py
+   Cray     : cp $OUT/order.mpich MPICH_RANK_ORDER; MPICH_RANK_REORDER_METHOD=3 srun -n P --cpu-bind=none rankmap-bind $OUT/order.mpich.bindings -- python app.py
 MSG

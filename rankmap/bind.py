@@ -93,33 +93,49 @@ def cpus_token(os_cpus=None, logical_core: int | None = None) -> str:
     return f"@{int(logical_core)}"
 
 
+def _bindings_path(path) -> Path:
+    path = Path(path)
+    return path / BINDINGS_FILE if path.is_dir() else path
+
+
+def _lines(path: Path):
+    """``(line number, words)`` of the data lines of a bindings file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for no, raw in enumerate(fh, 1):
+                words = raw.split("#", 1)[0].split()
+                if words:
+                    yield no, words
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the bindings file "
+                         f"({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _parse(path: Path, no: int, words: list[str]) -> Binding:
+    where = f"{path}:{no}"
+    if len(words) != 4:
+        raise ValueError(f"{where}: expected 'rank host cpus device', got {' '.join(words)[:60]!r}")
+    rank_text, host, cpus, device = words
+    if not rank_text.isdecimal():
+        raise ValueError(f"{where}: rank {rank_text[:20]!r} is not a number")
+    try:
+        _check_cpus(cpus)
+        return Binding(int(rank_text), host, cpus, check_device(device))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
 def read_bindings(path) -> list[Binding]:
     """The bindings file ``path`` (or ``path/bindings`` for a directory),
     one ``Binding`` per rank, checked: ranks 0..P-1 each once, valid CPU
     lists and devices.  ValueError naming the file and line."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / BINDINGS_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the bindings file ({getattr(exc, 'strerror', None) or exc})") from None
+    path = _bindings_path(path)
     out: dict[int, Binding] = {}
-    for no, raw in enumerate(text.splitlines(), 1):
-        words = raw.split("#", 1)[0].split()
-        if not words:
-            continue
-        where = f"{path}:{no}"
-        if len(words) != 4:
-            raise ValueError(f"{where}: expected 'rank host cpus device', got {raw.strip()[:60]!r}")
-        rank_text, host, cpus, device = words
-        if not rank_text.isdecimal():
-            raise ValueError(f"{where}: rank {rank_text[:20]!r} is not a number")
-        rank = int(rank_text)
-        if rank in out:
-            raise ValueError(f"{where}: rank {rank} listed twice")
-        _check_cpus(where, cpus)
-        out[rank] = Binding(rank, host, cpus, _checked_device(where, device))
+    for no, words in _lines(path):
+        b = _parse(path, no, words)
+        if b.rank in out:
+            raise ValueError(f"{path}:{no}: rank {b.rank} listed twice")
+        out[b.rank] = b
     if not out:
         raise ValueError(f"{path}: no rank in the bindings file")
     missing = sorted(set(range(len(out))) - set(out))
@@ -129,24 +145,45 @@ def read_bindings(path) -> list[Binding]:
     return [out[r] for r in range(len(out))]
 
 
-def _check_cpus(where: str, cpus: str) -> None:
+def binding_of(path, rank: int, who: str | None = None) -> tuple[Binding, int]:
+    """Rank ``rank``'s line of a bindings file (line r is rank r, as
+    rankmap writes it) and the number of ranks the file places.  Only that
+    line is parsed: every rank of a large job reads the file.  ``who``
+    names the rank in errors (default ``rank R``)."""
+    path = _bindings_path(path)
+    found, count = None, 0
+    for no, words in _lines(path):
+        if count == rank:
+            found = _parse(path, no, words)
+            if found.rank != rank:
+                raise ValueError(f"{path}:{no}: line {rank + 1} places rank {found.rank}, not "
+                                 f"{rank} (rankmap writes line r for rank r)")
+        count += 1
+    if found is None:
+        raise BindError(f"{who or f'rank {rank}'}, but {path} places ranks 0..{count - 1}: "
+                        f"start the job with -n {count}")
+    return found, count
+
+
+def _check_cpus(cpus: str) -> None:
     if cpus.startswith("@"):
         if not cpus[1:].isdecimal() or int(cpus[1:]) >= MAX_CPU:
-            raise ValueError(f"{where}: logical core {cpus[:20]!r} is not @ and a core number")
+            raise ValueError(f"logical core {cpus[:20]!r} is not @ and a core number")
         return
     try:
         if not parse_cpulist(cpus):
             raise ValueError
     except ValueError:
-        raise ValueError(f"{where}: bad CPU list {cpus[:40]!r} (expected e.g. 0-3,8 or @5)") from None
+        raise ValueError(f"bad CPU list {cpus[:40]!r} (expected e.g. 0-3,8 or @5)") from None
 
 
-def _checked_device(where: str, device: str) -> str | None:
+def check_device(device: str) -> str | None:
+    """A device field: ``-`` (None) or ``KIND:INDEX``; ValueError else."""
     if device == "-":
         return None
     kind, sep, index = device.partition(":")
     if not sep or kind not in DEVICE_ENVIRONMENT or not index.isdigit():
-        raise ValueError(f"{where}: device {device[:30]!r} is not KIND:INDEX with KIND one of "
+        raise ValueError(f"device {device[:30]!r} is not KIND:INDEX with KIND one of "
                          f"{', '.join(DEVICE_ENVIRONMENT)} (or - for none)")
     return device
 
@@ -174,11 +211,11 @@ def resolve_cpus(token: str) -> set[int]:
     """OS CPUs of a ``cpus`` field; ``@K`` looks this host's cores up."""
     if not token.startswith("@"):
         return parse_cpulist(token)
-    from .formats.launch import core_slots
+    from .topology.tree import core_slots
     from .topology.live import discover_local
 
     core = int(token[1:])
-    here = discover_local()
+    here = discover_local(use_lstopo=False)  # sysfs: the same tree as lstopo's, no process per rank
     slots = core_slots(here)
     cpus = {int(c) for c, s in zip(here.pe_os_index, slots) if s == core}
     if not cpus:
@@ -194,25 +231,26 @@ def device_environment(device: str | None) -> dict[str, str]:
     return DEVICE_ENVIRONMENT[kind](index)
 
 
-def apply(binding: Binding, environ: dict, *, check_host: bool = True) -> set[int]:
-    """Bind this process as ``binding`` says: affinity set, ``environ``
-    updated for the device; returns the CPUs."""
+def apply(binding: Binding, environ: dict, *, check_host: bool = True, dry_run: bool = False) -> set[int]:
+    """Bind this process as ``binding`` says: affinity set (not with
+    ``dry_run``), ``environ`` updated for the device; returns the CPUs."""
     here = socket.gethostname()
     if check_host and not same_host(here, binding.host):
         raise BindError(f"rank {binding.rank} runs on {here}, but the bindings place it on "
                         f"{binding.host}: relaunch with the host file written beside the bindings "
                         "(or pass --ignore-host when the names differ only in form)")
-    cpus = resolve_cpus(binding.cpus)
-    try:
-        os.sched_setaffinity(0, cpus)
-    except OSError as exc:
-        raise BindError(f"rank {binding.rank}: cannot bind to CPUs {format_cpulist(cpus)} on {here} "
-                        f"({exc.strerror}; outside this job's CPUs?)") from None
+    cpus = resolve_cpus(binding.cpus) if not (dry_run and binding.cpus.startswith("@")) else set()
+    if not dry_run:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as exc:
+            raise BindError(f"rank {binding.rank}: cannot bind to CPUs {format_cpulist(cpus)} on "
+                            f"{here} ({exc.strerror}; outside this job's CPUs?)") from None
     environ.update(device_environment(binding.device))
     return cpus
 
 
-USAGE = """usage: rankmap-bind [--report] [--ignore-host] BINDINGS -- PROGRAM [ARGS...]
+USAGE = """usage: rankmap-bind [--report] [--ignore-host] [--dry-run] BINDINGS -- PROGRAM [ARGS...]
 
 Start PROGRAM as the rank the launcher gave this process, bound to the CPUs
 (and GPU) that line of BINDINGS names (a bindings file rankmap map wrote, or
@@ -224,6 +262,9 @@ the directory holding it). Put it between the launcher and the program:
 
   --report       each rank prints its host, CPUs and device on stderr
   --ignore-host  bind even when this host is not the one the line names
+  --dry-run      each rank prints its line's CPUs and device variables on
+                 stdout and exits, binding and running nothing (a check of
+                 the bindings under the real launcher)
 """
 
 
@@ -232,28 +273,26 @@ def main(argv=None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0 if args else 2
-    report = ignore_host = False
-    while args and args[0] in ("--report", "--ignore-host"):
-        report |= args[0] == "--report"
-        ignore_host |= args[0] == "--ignore-host"
-        args.pop(0)
+    flags = {"--report": False, "--ignore-host": False, "--dry-run": False}
+    while args and args[0] in flags:
+        flags[args.pop(0)] = True
     if len(args) < 3 or args[1] != "--":
         print("rankmap-bind: expected BINDINGS -- PROGRAM [ARGS...] (rankmap-bind --help)", file=sys.stderr)
         return 2
     path, program = args[0], args[2:]
     try:
-        bindings = read_bindings(path)
         rank, variable = rank_from_environment()
-        if rank >= len(bindings):
-            raise BindError(f"{variable}={rank}, but {path} places ranks 0..{len(bindings) - 1}: "
-                            f"start the job with -n {len(bindings)}")
+        b, _ = binding_of(path, rank, f"{variable}={rank}")
         environ = dict(os.environ)
-        cpus = apply(bindings[rank], environ, check_host=not ignore_host)
+        cpus = apply(b, environ, check_host=not flags["--ignore-host"], dry_run=flags["--dry-run"])
     except (ValueError, BindError) as exc:
         print(f"rankmap-bind: {exc}", file=sys.stderr)
         return 2
-    if report:
-        b = bindings[rank]
+    if flags["--dry-run"]:
+        variables = " ".join(f"{k}={v}" for k, v in device_environment(b.device).items())
+        print(f"rank {rank} host {b.host} cpus {b.cpus} {variables}".rstrip(), flush=True)
+        return 0
+    if flags["--report"]:
         print(f"rankmap-bind: rank {rank} on {socket.gethostname()} cpus {format_cpulist(cpus)}"
               f" device {b.device or '-'}", file=sys.stderr, flush=True)
     try:

@@ -142,19 +142,29 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
 
 
 def _tree_breakdown(topology: Topology, p, q, w):
-    """J, bytes per level and tree links crossed per pair, on a tree."""
+    """J, bytes per level and tree links crossed per pair, on a tree.  Where
+    a node's inside is a link matrix, J takes its true distances and the
+    bytes between two PEs of that node are one level, "... links" at the
+    node's depth, whose distance the matrix gives pair by pair."""
     lca = topology.lca(p, q)
-    J = float(np.dot(w, topology._dist_ext[lca]))
+    J = float(np.dot(w, topology.distance(p, q) if topology.has_links else topology._dist_ext[lca]))
     lca_depth = topology._depth_ext[lca]
+    link_node = topology.pe_link_node[p]
+    in_links = (link_node >= 0) & (link_node == topology.pe_link_node[q]) & (p != q)
+    level_depth = np.where(in_links, topology.node_depth[link_node], lca_depth)
     same_pe = p == q
     kinds = topology.level_kinds()
-    per_depth = np.bincount(lca_depth[~same_pe], weights=w[~same_pe],
+    per_depth = np.bincount(level_depth[~same_pe], weights=w[~same_pe],
                             minlength=topology.max_depth + 1)
     levels = []
     for d in range(topology.max_depth - 1, -1, -1):
         if per_depth[d] > 0:
-            at_d = lca[(lca_depth == d) & ~same_pe]
-            dists = topology.node_distance[at_d]
+            here = (level_depth == d) & ~same_pe
+            if in_links[here].any():
+                levels.append({"depth": d, "level": f"{kinds[d]} links", "bytes": float(per_depth[d]),
+                               "distance": None})
+                continue
+            dists = topology.node_distance[lca[here]]
             levels.append({"depth": d, "level": kinds[d], "bytes": float(per_depth[d]),
                            "distance": float(dists[0]) if dists.min() == dists.max() else None})
     if same_pe.any():

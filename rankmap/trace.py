@@ -153,11 +153,18 @@ class Trace:
         return self.topology_and_placement()[0]
 
     def topology_and_placement(self):
-        """``(topology, pe_of_rank)``: the job's machine as ``topology()``,
-        and the PE each rank ran on in it when the ranks were bound to
-        distinct CPUs (else None: unbound ranks have no single PE)."""
+        """``(topology, pe_of_rank)``: the job's machine restricted to its
+        ranks' slots, and the slot each rank ran on.
+
+        Ranks bound to distinct CPUs ran on the first CPU of their binding.
+        Ranks that were not (unbound, as MPICH's hydra leaves them, or
+        sharing CPUs) ran somewhere on their host: each host gets one slot
+        per rank that ran there, on the CPUs its ranks could use, filled as
+        MPI binds by default (``cluster.host_slot_pes``), and rank r the next
+        slot of its host, so the placement is exact at node granularity.
+        ``(None, None)`` when a host's machine tree was not recorded."""
         try:
-            from .topology.cluster import compose_cluster, restrict_to_slots, slot_of_process
+            from .topology.cluster import compose_cluster, host_slot_pes, restrict_to_slots, slot_of_process
             from .topology.hwloc import read_hwloc_xml
         except ImportError:
             return None, None
@@ -177,22 +184,30 @@ class Trace:
         distinct = len({(h, tuple(b)) for h, b in zip(hosts, bindings)}) == self.nranks
         try:
             if distinct:  # each rank's PE: its first CPU; a relaunch binds it to all of them
-                first = [b[0] for b in bindings]
-            else:  # ranks sharing CPUs: one slot per rank, on the least used CPU it may run on
-                used: dict = {}
-                first = []
-                for h, b in zip(hosts, bindings):
-                    c = min(b, key=lambda c: used.get((h, c), 0))
-                    used[(h, c)] = used.get((h, c), 0) + 1
-                    first.append(c)
-            rank_pes = np.asarray([pe_of[(h, c)] for h, c in zip(hosts, first)], dtype=np.int64)
+                rank_pes = np.asarray([pe_of[(h, b[0])] for h, b in zip(hosts, bindings)], dtype=np.int64)
+                slots = slot_of_process(rank_pes)
+                cpus: list = [None] * self.nranks
+                for r, s in enumerate(slots.tolist()):
+                    cpus[s] = bindings[r]
+                return restrict_to_slots(topo, rank_pes).with_pe_cpus(cpus), slots
         except KeyError:
             return None, None
-        slots = slot_of_process(rank_pes)
-        cpus: list = [None] * self.nranks
-        for r, s in enumerate(slots.tolist()):
-            cpus[s] = bindings[r]
-        return restrict_to_slots(topo, rank_pes).with_pe_cpus(cpus), slots if distinct else None
+        if any((h, c) not in pe_of for h, b in zip(hosts, bindings) for c in b):
+            return None, None  # a CPU the recorded tree does not have
+        usable = {h: set() for h in order}
+        for h, b in zip(hosts, bindings):
+            usable[h].update(b)
+        named = compose_cluster([(h, restrict_to_slots(tree, [p for p, c in enumerate(tree.pe_os_index)
+                                                            if int(c) in usable[h]])) for h, tree in trees])
+        ranks_on = {h: [] for h in order}
+        for r, h in enumerate(hosts):
+            ranks_on[h].append(r)
+        slots = host_slot_pes(named, [(h, len(ranks_on[h])) for h in order])
+        rank_pes, start = np.empty(self.nranks, dtype=np.int64), 0
+        for h in order:  # rank i of a host on its i-th slot, as --hosts places the ranks of a trace
+            rank_pes[ranks_on[h]] = np.sort(slots[start:start + len(ranks_on[h])])
+            start += len(ranks_on[h])
+        return restrict_to_slots(named, rank_pes), slot_of_process(rank_pes)
 
     # ----------------------------------------------------------------- I/O
     def write(self, path) -> Path:

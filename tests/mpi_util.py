@@ -98,3 +98,31 @@ def run_mpi(n: int, args: list[str], timeout: float = 120, env: dict | None = No
         pytest.fail(f"mpiexec -n {n} exited {proc.returncode}\nstdout:\n{proc.stdout}\n"
                     f"stderr:\n{proc.stderr}")
     return proc
+
+
+def check_killed_run(out: Path, victim: int, tmp_path: Path) -> None:
+    """After a profiled ring whose rank ``victim`` was SIGKILLed 3 flush
+    intervals after every rank's first 10 x 1000 B (and 10 x 1000 B more):
+    merge names the victim with the time its data stops at, the merged
+    parts hold those first bytes of every rank and no more than all, and
+    ``--strict`` fails."""
+    import re
+
+    import numpy as np
+
+    from rankmap.trace import read_trace
+
+    parts = Path(str(out) + ".parts")
+    merge = subprocess.run([sys.executable, "-m", "rankmap", "merge", str(parts)],
+                           capture_output=True, text=True, timeout=60)
+    assert merge.returncode == 0, merge.stderr
+    assert re.search(rf"rank {victim}: no finished marker \(killed unawares\); its data stops at",
+                     merge.stdout), merge.stdout
+    trace = read_trace(out, warn_missing=False)
+    assert len(trace.missing_ranks) == 0
+    sent = np.asarray(trace.graph("p2p").bytes.sum(axis=1)).ravel()
+    assert np.all(sent >= 10_000) and np.all(sent <= 20_000), sent
+    strict = subprocess.run([sys.executable, "-m", "rankmap", "merge", str(parts), "-o",
+                             str(tmp_path / "s.rmtrace.npz"), "--strict"],
+                            capture_output=True, text=True, timeout=60)
+    assert strict.returncode == 2 and "did not finish (--strict)" in strict.stderr, strict.stderr

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.portfolio.one_to_one import (DEFAULT_EFFORT, N2_MAX_TASKS, REBISECT_PRESET, REBISECT_SEEDS,
+from rankmap.algorithms.portfolio.budget import budget_seconds
+from rankmap.algorithms.portfolio.one_to_one import (DEFAULT_EFFORT, REBISECT_PRESET, REBISECT_SEEDS,
                                                      _multisection_cost, _mtkahypar_top_cost, _rebisect_pair_cost,
-                                                     _scan_seconds, budget_of, budget_seconds, iterated_search, kick,
-                                                     plan, rebisect_heaviest)
+                                                     budget_of, iterated_search, kick, plan, rebisect_heaviest)
+from rankmap.algorithms.refine.budgeted import N2_MAX_TASKS, scan_seconds
 from rankmap.algorithms.refine import rebisect
 from rankmap.algorithms.refine.swaps import refine_around, refine_swaps, swap_refine
 from rankmap.cost import mapping_cost
@@ -141,7 +142,7 @@ def test_the_node_pair_rebisection_keeps_to_its_price(monkeypatch):
     j_start = mapping_cost(g, topo, start)
     pe, j, work = rebisect_heaviest(g, topo, start, j_start, one_pair, 0, Deadline.of(None))
     assert len(scans) == 2 * REBISECT_SEEDS  # one pair: both orientations of every seed
-    assert sum(scans) * _scan_seconds(g, topo) <= work == pytest.approx(one_pair)
+    assert sum(scans) * scan_seconds(g, topo) <= work == pytest.approx(one_pair)
     assert j == mapping_cost(g, topo, pe) < j_start and np.array_equal(np.sort(pe), np.arange(g.n))
 
 
@@ -223,8 +224,8 @@ def test_the_better_of_the_first_start_and_the_given_order_is_refined_first(data
     first = map_tasks(g, topo, method="multisection", preset="fast", backend="both", tries=2, deterministic=True,
                       seed=0).pe_of_task  # auto's first start here
     assert mapping_cost(g, topo, first) > given
-    refined, original = [], one_to_one._refine_start
-    monkeypatch.setattr(one_to_one, "_refine_start",
+    refined, original = [], one_to_one.refine_start
+    monkeypatch.setattr(one_to_one, "refine_start",
                         lambda graph, topology, pe, *a: refined.append(np.array(pe)) or original(graph, topology, pe, *a))
     for limit in (0.07, 1.0):  # the first start alone planned; both planned
         refined.clear()

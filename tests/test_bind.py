@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from mpi_util import ROOT, launch_options, mpi_kind, mpiexec_path, run_mpi
-from rankmap.bind import (Binding, BindError, device_environment, rank_from_environment,
-                          read_bindings, same_host)
+from rankmap.bind import (Binding, BindError, binding_of, device_environment,
+                          rank_from_environment, read_bindings, same_host)
 from rankmap.cpulist import format_cpulist, parse_cpulist
 from rankmap.formats import write_all_launch_files, write_launch_file
 from rankmap.formats.relaunch import bind_command, relaunch_lines
@@ -51,6 +51,12 @@ def test_bindings_file_is_read_back_and_checked(tmp_path):
     f = tmp_path / "bindings"
     f.write_text("# rank host cpus device\n1 b 0-3 rocr:4\n0 a @2 -\n")
     assert read_bindings(tmp_path) == [Binding(0, "a", "@2", None), Binding(1, "b", "0-3", "rocr:4")]
+    with pytest.raises(ValueError, match=r"bindings:2: line 1 places rank 1, not 0"):
+        binding_of(f, 0)   # a rank reads its own line only: line r must be rank r
+    f.write_text("# rank host cpus device\n0 a @2 -\n1 b 0-3 rocr:4\n")
+    assert binding_of(f, 1) == (Binding(1, "b", "0-3", "rocr:4"), 2)
+    with pytest.raises(BindError, match="PMI_RANK=2, but .* places ranks 0..1: start the job with -n 2"):
+        binding_of(f, 2, "PMI_RANK=2")
     for text, message in [("0 a 1\n", r"bindings:1: expected 'rank host cpus device'"),
                           ("0 a 1 -\n0 a 2 -\n", r"bindings:2: rank 0 listed twice"),
                           ("0 a 1 -\n2 a 2 -\n", "no line for rank 1"),
@@ -175,7 +181,7 @@ def test_wrapper_refuses_in_one_line(tmp_path):
 def test_logical_core_is_resolved_on_the_host(tmp_path):
     """``@K``: the K-th core in hwloc's logical order of the host it runs on
     (as an Open MPI rankfile's slot=K)."""
-    from rankmap.formats.launch import core_slots
+    from rankmap.topology.tree import core_slots
     from rankmap.topology.live import discover_local
 
     here = discover_local()

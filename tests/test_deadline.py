@@ -159,7 +159,7 @@ def test_a_cheap_method_loads_no_compiler_and_no_partitioner(data_dir):
 
 
 def test_the_method_table_names_the_module_that_registers_each_method():
-    from rankmap.algorithms import _MODULE_OF, METHODS
+    from rankmap.algorithms.registry import _MODULE_OF, METHODS
 
     registered = {name: spec.fn.__module__ for name, spec in METHODS.items()}  # imports them all
     for name, module in registered.items():

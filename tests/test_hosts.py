@@ -96,7 +96,7 @@ def test_topology_conf_fabrics_and_errors():
     for text, msg in [("SwitchName=s0\n", "neither Nodes= nor Switches="),
                       ("SwitchName=s0 Nodes=a[1-\n", ":1: nodelist"),
                       ("SwitchName=s0 Switches=s9\n", "unknown switch 's9'"),
-                      ("NodeName=a1\n", "not a tree-plugin line"),
+                      ("NodeName=a1\n", "not a tree- or block-plugin line"),
                       ("SwitchName=s0 Nodes=a1\nSwitchName=s0 Nodes=a2\n", ":2: switch 's0' defined twice"),
                       ("SwitchName=a Switches=b\nSwitchName=b Switches=a\n", None)]:
         if msg is None:
@@ -243,7 +243,8 @@ def test_profiler_records_the_sysfs_tree_without_lstopo(monkeypatch):
 
 
 def test_openmpi_rankfile_slots_are_logical_cores():
-    from rankmap.formats.launch import core_slots, format_openmpi_rankfile
+    from rankmap.formats.launch import format_openmpi_rankfile
+    from rankmap.topology.tree import core_slots
 
     smt = read_hwloc_xml(NODE)   # 4 packages x 2 cores x 2 hardware threads
     assert core_slots(smt).tolist() == [k // 2 for k in range(16)]

@@ -13,7 +13,7 @@ import pytest
 
 from rankmap.formats import LAUNCH_FORMATS, write_all_launch_files, write_launch_file
 from rankmap.formats.common import FormatError
-from rankmap.formats.launch import core_slots
+from rankmap.topology.tree import core_slots
 from rankmap.formats.launch_files import READERS, launch_kind, read_launch_file
 from rankmap.topology import hierarchy_topology, read_hwloc_xml
 from rankmap.topology.cluster import compose_cluster, restrict_to_slots

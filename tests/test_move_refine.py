@@ -78,7 +78,7 @@ def test_one_to_one_moves_only_into_free_pes():
 
 
 def test_mtkahypar_accepts_zero_imbalance_on_an_indivisible_total():
-    g = grid_graph(5, 2)  # 10 tasks, 3 blocks: floored caps 3+3+3 < 10 used to be refused
+    g = grid_graph(5, 2)  # 10 tasks, 3 blocks: floored caps 3+3+3 < 10 must not refuse it
     part = partition_graph(g.symmetric, np.ones(g.n), np.array([1, 1, 1]), 0.0, backend="mtkahypar")
     assert part.shape == (10,) and set(part.tolist()) <= {0, 1, 2}
 

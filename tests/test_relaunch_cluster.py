@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,11 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mpi_util import mpi_kind
 from rankmap.bind import read_bindings
 from rankmap.cpulist import parse_cpulist
+from rankmap.emulate import ClusterSpec, ClusterUnavailable, EmulatedCluster, check_environment
 from rankmap.formats import read_perm, write_all_launch_files
 from rankmap.trace import read_trace
-from rankmap.emulate import ClusterSpec, ClusterUnavailable, EmulatedCluster, check_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 # pairs (2k, 2k+1) exchange 1 MiB, neighbours in the ring of pairs 4 KiB; every
@@ -45,8 +47,13 @@ APP = textwrap.dedent("""
 """)
 
 
-def _run(cmd, **kw):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+# Open MPI's ranks report without MPI (OMPI_COMM_WORLD_RANK), one write each
+OMPI_REPORT = ("import json, os, socket, sys; sys.stdout.write('PLACE ' + json.dumps([int(os.environ["
+               "'OMPI_COMM_WORLD_RANK']), socket.gethostname(), sorted(os.sched_getaffinity(0))]) + '\\n')")
+
+
+def _run(cmd, env=None, **kw):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, **kw)
     assert proc.returncode == 0, f"{cmd}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
@@ -99,6 +106,18 @@ def test_profile_map_relaunch_on_named_hosts_and_cores(tmp_path):
         bound = _bound(tmp_path / "swapped" / "bindings")
         assert bound != _bound(launch / "bindings") and [h for h, _ in bound] == want
         assert _placed(_relaunch(cluster, args, tmp_path / "swapped", tmp_path)) == bound
+
+        # Open MPI (where installed): the printed Open MPI 4 line, same launch files
+        mpirun = shutil.which("mpirun")
+        if mpirun is not None and mpi_kind(mpirun) == "openmpi":
+            v4 = next(x.strip() for x in printed.splitlines() if x.strip().endswith("# Open MPI 4"))
+            line = shlex.split(v4.split("#", 1)[0])
+            program_at = line.index("--") + 1
+            prefix, env = cluster.mpirun(mpirun)
+            out = _run(prefix + ["--oversubscribe", *line[1:program_at], sys.executable, "-c", OMPI_REPORT],
+                       cwd=tmp_path, env=env)
+            rows = sorted(json.loads(x[6:]) for x in out.splitlines() if x.startswith("PLACE "))
+            assert [(h, cpus) for _, h, cpus in rows] == _bound(launch / "bindings")
     finally:
         cluster.down()
 

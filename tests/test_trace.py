@@ -128,6 +128,86 @@ def test_show_plot_before_and_after_a_mapping(tmp_path, capsys):
     assert "--mapping goes with --plot" in capsys.readouterr().err
 
 
+def test_unbound_ranks_are_placed_by_host_without_machine_options(tmp_path, data_dir, capsys):
+    """Ranks launched round-robin on four hosts and left unbound (hydra's
+    default; every rank may run on any CPU of its host): the trace gives
+    one slot per rank on each host and each rank's host as the "before",
+    exactly what naming the hosts with --hosts gives."""
+    xml = (data_dir / "topologies/16em64t-4s2c2t.v2-hwloc2.14.xml").read_text()
+    hosts = ["cn01", "cn02", "cn03", "cn04"]
+    parts = [_part(r, 16, [((r + 1) % 16, 1000, 1, 0), ((r - 1) % 16, 1000, 1, 0)], host=hosts[r % 4])
+             for r in range(16)]
+    t = merge_traces(parts)
+    t.info = {r: i._replace(binding=list(range(16))) for r, i in t.info.items()}
+    t.host_topology_xml = dict.fromkeys(hosts, xml)
+    topo, pe_of_rank = t.topology_and_placement()
+    assert topo.n_pes == 16 and sorted(topo.hosts()) == hosts
+    assert [topo.pe_host[pe_of_rank[r]] for r in range(16)] == [hosts[r % 4] for r in range(16)]
+    path = t.write(tmp_path / "rr.rmtrace.npz")
+    reports = []
+    for extra in ([], ["--hosts", "cn[01-04]"]):
+        assert cli(["map", str(path), "--work-limit", "0.2", "--json", *extra]) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+    assert reports[0]["before"] == "recorded" and reports[0]["n_pes"] == 16
+    assert reports[0]["J_before"] == reports[1]["J_before"] and reports[0]["J"] == reports[1]["J"]
+    assert reports[0]["J"] < reports[0]["J_before"]  # a ring dealt round-robin: every pair crossed nodes
+
+
+def _panel_hosts(ax):
+    """The host names along the top of one heat-map panel, left to right."""
+    return [x.get_text() for c in ax.child_axes for x in c.get_xticklabels()]
+
+
+def test_heat_map_lists_the_hosts_in_order_in_both_panels(tmp_path):
+    """Ranks launched round-robin with rank 0 on cn03, and a launch file that
+    puts rank 0 on cn10: both panels group the ranks by host in the hosts'
+    own order, numbers compared as numbers (cn9 before cn10)."""
+    import matplotlib.pyplot as plt
+
+    from rankmap.cli.show_cmd import heat_map
+
+    hosts = ["cn03", "cn10", "cn9", "cn01"]
+    t = merge_traces([_part(r, 8, [((r + 1) % 8, 4096, 1, 0)], host=hosts[r % 4]) for r in range(8)])
+    (tmp_path / "slurm.hostfile").write_text("".join(hosts[(r // 2 + 1) % 4] + "\n" for r in range(8)))
+    (tmp_path / "rankfile").write_text("".join(f"rank {r}={hosts[(r // 2 + 1) % 4]} slot={r % 2}\n"
+                                               for r in range(8)))
+    for launch in ("slurm.hostfile", "rankfile"):
+        fig, shares = heat_map(t, mapping=str(tmp_path / launch))
+        before, after = fig.axes[:2]
+        assert _panel_hosts(before) == _panel_hosts(after) == ["cn01", "cn03", "cn9", "cn10"], launch
+        assert [x.get_text() for x in before.get_yticklabels()] == ["3", "7", "0", "4", "2", "6", "1", "5"]
+        assert [x.get_text() for x in after.get_yticklabels()] == ["4", "5", "6", "7", "2", "3", "0", "1"]
+        assert shares == [0.0, 0.5]
+        plt.close(fig)
+
+
+def test_heat_map_colours_bytes_linearly_unless_asked_for_log(tmp_path):
+    """By default a cell's colour is in proportion to its bytes, so a 26 MiB
+    halo cell dominates 40 B of a collective; --scale log shows both."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm, Normalize
+
+    from rankmap.cli import build_parser
+    from rankmap.cli.show_cmd import heat_map
+
+    args = build_parser().parse_args(["show", "t.rmtrace.npz", "--plot", "m.png"])
+    assert (args.kind, args.scale) == ("all", "linear")
+    t = merge_traces([_part(0, 3, [(1, 26 * 2**20, 1, 0), (2, 40, 1, 0)]), _part(1, 3, [(0, 26 * 2**20, 1, 0)]),
+                      _part(2, 3, [(0, 40, 1, 0)])])
+    fig, _ = heat_map(t)
+    linear = fig.axes[0].images[0].norm
+    assert type(linear) is Normalize and (linear.vmin, linear.vmax) == (0.0, 26 * 2**20)
+    assert linear(40) < 1e-5  # the collective's cell next to white
+    plt.close(fig)
+    fig, _ = heat_map(t, scale="log")
+    log = fig.axes[0].images[0].norm
+    assert isinstance(log, LogNorm) and log.vmin <= 40 and log(40) == 0.0
+    plt.close(fig)
+    png = tmp_path / "log.png"
+    assert cli(["show", str(t.write(tmp_path / "t.rmtrace.npz")), "--plot", str(png), "--scale", "log"]) == 0
+    assert png.stat().st_size > 1000
+
+
 def test_merge_names_only_the_rank_without_a_finished_marker(tmp_path):
     """A launcher that lets the others finish: only the dead rank lacks the
     marker; merge names it with the time its data stops, --strict fails."""

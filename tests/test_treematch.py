@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.construct.treematch import bottom_up, parse_pe_list, split_by_capacity, treematch_map
+from rankmap.algorithms.construct.placements import parse_pe_list
+from rankmap.algorithms.construct.treematch import bottom_up, split_by_capacity, treematch_map
 from rankmap.algorithms.construct.treematch_grouping import aggregate, extend, group_processes
 from rankmap.cost import mapping_cost
 from rankmap.graph import CommGraph
@@ -291,3 +292,19 @@ def test_final_refinement_keeps_the_oversubscription_cap():
         assert np.bincount(pe, minlength=16).max() <= cap
         packed = map_tasks(g, t, method="packed", eps=1.0).pe_of_task
         assert mapping_cost(g, t, pe) <= mapping_cost(g, t, packed)
+
+
+def test_a_time_or_work_limit_is_taken_like_any_method_takes_it(tmp_path):
+    """map_tasks hands every method the budget; TreeMatch plans nothing with
+    it and maps as without one, within the deadline."""
+    from rankmap.cli import main as cli
+
+    g, _ = planted([4, 4, 4], [100, 10, 1])
+    t = hierarchy_topology([4, 4, 4], [1, 10, 100])
+    plain = map_tasks(g, t, method="treematch").pe_of_task
+    for limit in ({"time_limit": 5.0}, {"work_limit": 0.1}):
+        assert np.array_equal(map_tasks(g, t, method="treematch", **limit).pe_of_task, plain)
+    path = tmp_path / "g.txt"
+    src, dst, b = g.coo()
+    path.write_text("".join(f"{s} {d} {w:g}\n" for s, d, w in zip(src, dst, b)))
+    assert cli(["map", str(path), "--hierarchy", "4:4:4", "--method", "treematch", "--time-limit", "5"]) == 0

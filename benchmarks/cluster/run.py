@@ -22,14 +22,14 @@ per-repeat ratios (paired: the orders of a repeat run back to back), since
 on a shared 2-core machine the load drifts between repeats; identical launch
 orders were measured up to 16% apart in medians of 5.
 
-Why ``--topology``: inside the namespaces the trace does record the right
-hosts (node0.. from ``unshare --uts``), but every namespace reports the same
-2-core hardware and hydra leaves ranks unbound, so the trace's own machine
-has 2 PEs per host for 8 ranks per host and no placement.  The cluster file
-(``rankmap cluster topology NAME``) says what the emulation means: S slots
-per node, distance 1 within a node, 100 across the switch.  ``reorder_comm``
-discovers the hosts itself and, ranks being unbound, places at node
-granularity (it warns), which is exactly this model.
+Why ``--topology``: inside the namespaces the trace records the right hosts
+(node0.. from ``unshare --uts``), but every namespace reports the same 2-core
+hardware and hydra leaves ranks unbound, so the trace's own machine is S
+slots per host on 2 cores (distance 0 between slots of one core).  The
+cluster file (``rankmap cluster topology NAME``) says what the emulation
+means: S slots per node, distance 1 within a node, 100 across the switch.
+``reorder_comm`` discovers the hosts itself and, ranks being unbound, places
+at node granularity (it warns), which is exactly this model.
 
 Sizing, so that communication dominates on a 2-core machine:
 - 4 nodes x 8 ranks, 50mbit links: the 3-D halo needs 8 ranks per node for

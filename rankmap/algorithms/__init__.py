@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,115 +19,17 @@ if TYPE_CHECKING:  # annotations only: importing one module here must not load s
 from ..deadline import Deadline, slowness
 from ..mapping import Mapping, validate_mapping
 from ..topology import Topology
-
-
-@dataclass
-class MethodSpec:
-    name: str
-    fn: Callable
-    description: str
-    machines: tuple = ("tree",)  # "tree" (Topology) and/or "mesh" (MeshTopology)
-
-
-class _Registry(dict):
-    """The methods by name.  Every module of this package registers its
-    methods on import.  Looking up a built-in method imports only the module
-    that registers it (``_MODULE_OF``), so ``rankmap map --method identity``
-    loads neither numba nor KaHIP nor Mt-KaHyPar, and an MPI rank of the
-    distributed refinement only ``distributed.swap_rounds``; listing the
-    methods (iteration) or a name outside the table imports them all."""
-
-    def _all(self):
-        _import_methods()
-        return self
-
-    def _with(self, name):
-        if not dict.__contains__(self, name):
-            module = _MODULE_OF.get(name) if isinstance(name, str) else None
-            if module is None:
-                _import_methods()
-            else:
-                import importlib
-
-                importlib.import_module(f"{__name__}.{module}")
-        return self
-
-    def __contains__(self, name):
-        return dict.__contains__(self._with(name), name)
-
-    def __getitem__(self, name):
-        return dict.__getitem__(self._with(name), name)
-
-    def __iter__(self):
-        return dict.__iter__(self._all())
-
-    def __len__(self):
-        return dict.__len__(self._all())
-
-    def get(self, name, default=None):
-        return dict.get(self._with(name), name, default)
-
-    def keys(self):
-        return dict.keys(self._all())
-
-    def values(self):
-        return dict.values(self._all())
-
-    def items(self):
-        return dict.items(self._all())
-
-
-#: the module (in this package) that registers each built-in method
-_MODULE_OF = {
-    **dict.fromkeys(("identity", "random", "greedy", "greedy_allc"), "construct.baselines"),
-    **dict.fromkeys(("packed", "round_robin"), "construct.placements"),
-    **dict.fromkeys(("mpipp1", "mpipp5"), "construct.mpipp"),
-    "treematch": "construct.treematch", "multisection": "construct.multisection",
-    "multilevel": "construct.multilevel",
-    "auto": "portfolio.one_to_one", "swap": "refine.swaps", "bottleneck": "refine.bottleneck",
-    **dict.fromkeys(("bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"), "mesh.heuristics"),
-    "mesh_bisect": "mesh.bisect", "curve": "mesh.curve",
-}
-
-
-METHODS: dict[str, MethodSpec] = _Registry()
+from .registry import METHODS, MethodSpec, method_names, register  # noqa: F401 (the package's interface)
 
 #: seconds auto's first call in a process pays before it maps anything:
 #: importing numba and scipy, and numba's first dispatch (its typing and
 #: target contexts, the kernels loaded from the on-disk cache); none of it
 #: can be cut, so a deadline that leaves less gets auto's quick start
-#: instead (``_quick_start``; measured: docs/time-limits.md, "Start-up")
+#: instead (``_quick_start``; measured: docs/results/time-limits.md, "Start-up")
 AUTO_FIRST_CALL = 1.5
 #: ... and what the quick start's first call pays: importing the
 #: multisection (scipy.sparse and KaHIP), seconds on an idle core
 QUICK_START_IMPORT = 0.27
-
-
-def register(name: str, description: str, machines: tuple = ("tree",)):
-    """Decorator: make ``fn`` available as ``map_tasks(..., method=name)``;
-    ``machines`` says which topology kinds it maps onto."""
-
-    def deco(fn):
-        if dict.__contains__(METHODS, name):  # a plain look: no import while importing
-            raise ValueError(f"mapping method {name!r} registered twice")
-        METHODS[name] = MethodSpec(name, fn, description, tuple(machines))
-        return fn
-
-    return deco
-
-
-def is_method(name) -> bool:
-    """Whether ``name`` names a mapping method, importing nothing: each rank
-    of ``reorder_comm`` checks its argument, one rank maps."""
-    return isinstance(name, str) and (name in _MODULE_OF or dict.__contains__(METHODS, name))
-
-
-def method_names(topology=None) -> list[str]:
-    """All method names, or those that map onto ``topology``'s kind."""
-    if topology is None:
-        return sorted(METHODS)
-    kind = "tree" if isinstance(topology, Topology) else "mesh"
-    return sorted(n for n, spec in METHODS.items() if kind in spec.machines)
 
 
 def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: int = 0,
@@ -154,11 +55,15 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
 
         eps = DEFAULT_EPS
     deadline = Deadline(_limit(options.get("time_limit"), "time_limit")) if deadline is None else deadline
+    # nodes whose inside is a link matrix: the methods map onto the tree that
+    # approximates it, then each node's PEs are settled on the true distances
+    tree = topology.tree_only() if getattr(topology, "has_links", False) else topology
     if method == "auto" and "numba" not in sys.modules and not deadline.allows(AUTO_FIRST_CALL):
         given = _given_order(graph, topology, eps)  # auto could not even start: skip its imports
         if given is not None:
             start = time.perf_counter()
-            pe = _quick_start(graph, topology, given, seed, eps, deadline)
+            pe = _within_nodes(graph, topology, _quick_start(graph, tree, given, seed, eps, deadline), deadline)
+            pe = _better(graph, topology, pe, given)
             return Mapping(pe, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
@@ -176,19 +81,19 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     start = time.perf_counter()
     # the method stops early enough for the checks below (whole-graph passes, not cut)
     inner = deadline.sooner(_tail_seconds(graph))
-    pe = METHODS[method].fn(graph, topology, seed=seed, eps=eps, deadline=inner, **options)
+    pe = METHODS[method].fn(graph, tree, seed=seed, eps=eps, deadline=inner, **options)
     deadline.hit |= inner.hit
     if isinstance(refine, str) and refine.strip().lower() == "moves":  # many-to-one: single-task moves
         from .refine.moves import move_refine
 
-        pe = move_refine(graph, topology, pe, seed=seed, eps=eps, deadline=deadline)
+        pe = move_refine(graph, tree, pe, seed=seed, eps=eps, deadline=deadline)
     elif refine:  # any method's result may go through swap refinement
         from .refine.swaps import refine_option, swap_refine_option_depth, swap_refine
 
         if refine_option(refine):
-            pe = swap_refine(graph, topology, pe, seed=seed, eps=eps,
+            pe = swap_refine(graph, tree, pe, seed=seed, eps=eps,
                              depth=swap_refine_option_depth(refine_depth), deadline=deadline)
-    pe = np.asarray(pe, dtype=np.int64)
+    pe = _within_nodes(graph, topology, np.asarray(pe, dtype=np.int64), deadline)
     validate_mapping(pe, graph, topology, eps=eps)
     if deadline.hit:
         pe = _not_worse_than_given(graph, topology, pe, eps)
@@ -205,6 +110,16 @@ def _tail_seconds(graph) -> float:
     search and that no deadline cuts: the J of its last start, the check
     of the mapping, the comparison with the given order."""
     return _TAIL_PASSES * _PER_COST_ENTRY * (graph.n_edges + graph.n)
+
+
+def _within_nodes(graph, topology, pe, deadline: Deadline):
+    """``pe`` with the PEs of every link node settled on the true distances
+    (``refine.within_nodes``); unchanged on machines that are trees."""
+    if not getattr(topology, "has_links", False):
+        return pe
+    from .refine.within_nodes import place_within_nodes
+
+    return place_within_nodes(graph, topology, pe, deadline)
 
 
 def _limit(value, name: str) -> float | None:
@@ -268,24 +183,3 @@ def _not_worse_than_given(graph, topology, pe, eps):
     given order (the identity placement) when that is valid and better."""
     given = _given_order(graph, topology, eps)
     return pe if given is None else _better(graph, topology, given, pe)
-
-
-_imported = False
-
-
-def _import_methods() -> None:
-    """Import every module of this package and its family subpackages once
-    (each registers its methods)."""
-    global _imported
-    if _imported:
-        return
-    _imported = True
-    import importlib
-    import pkgutil
-
-    try:
-        for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
-            importlib.import_module(info.name)
-    except BaseException:
-        _imported = False  # the next lookup raises the same error, never a partial registry
-        raise

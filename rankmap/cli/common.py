@@ -55,6 +55,14 @@ def add_topology_arguments(parser) -> None:
     g.add_argument("--torus", metavar="DIMS", help="torus of nodes, e.g. 16x32x32 (hops with wrap-around)")
     g.add_argument("--cores", type=values.count(1), default=None, metavar="N",
                    help="PEs per node of --mesh/--torus (default 1)")
+    g.add_argument("--gpu-node", metavar="NAME|FILE",
+                   help="one rank per GPU, every node this GPU node: a built-in type (frontier, "
+                        "lumi-g, dgx-a100, dgx-h100), a GPU node file (rankmap.topology.gpu_nodes) "
+                        "or an hwloc XML with its GPUs; the links inside the node are a matrix, "
+                        "and the relaunch binds each rank to its GPU and the cores near it")
+    g.add_argument("--per", choices=["core", "gpu"], default=None,
+                   help="what a PE is on hwloc machines (a trace's, --topology XML, this "
+                        "machine): a core's hardware thread (default) or a GPU, one rank each")
     h = parser.add_argument_group(
         "hosts (with these, --hierarchy or --topology describe ONE node; default node: the "
         "trace's recorded one, else this machine; inside a Slurm allocation its nodes are used "
@@ -64,8 +72,10 @@ def add_topology_arguments(parser) -> None:
     h.add_argument("--hostfile", metavar="FILE",
                    help="the job's hosts and slots: MPICH 'host:n', Open MPI 'host slots=n', or "
                         "one host per line (Slurm)")
-    h.add_argument("--switches", metavar="TOPOLOGY.CONF",
-                   help="Slurm topology.conf (tree plugin): its switches become the network levels")
+    h.add_argument("--switches", metavar="FILE",
+                   help="the network above the hosts: Slurm's topology.conf (tree or block plugin) "
+                        "or topology.yaml (FILE:NAME picks a topology), or a file of 'HOST XNAME' "
+                        "lines (Cray); hosts named by Cray xnames (x1000c0s0b0n0) need none")
     h.add_argument("--slots", type=values.count(1), default=None, metavar="N",
                    help="ranks per host for the hosts named without a count (default: every PE "
                         "of the --hierarchy/--topology node; without those, as many as the trace "
@@ -93,8 +103,11 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
     when a trace says so (the real "before"), else None (identity is then
     the launch order)."""
     mesh, torus = getattr(args, "mesh", None), getattr(args, "torus", None)
-    if sum(bool(x) for x in (args.hierarchy, args.topology, mesh, torus)) > 1:
-        raise UserError("give one machine: --hierarchy, --topology, --mesh or --torus")
+    gpu_node = getattr(args, "gpu_node", None)
+    if sum(bool(x) for x in (args.hierarchy, args.topology, mesh, torus, gpu_node)) > 1:
+        raise UserError("give one machine: --hierarchy, --topology, --gpu-node, --mesh or --torus")
+    if gpu_node and getattr(args, "per", None) == "core":
+        raise UserError("--gpu-node maps one rank per GPU: leave out --per core")
     if getattr(args, "cores", None) is not None and not (mesh or torus):
         raise UserError("--cores needs --mesh or --torus")
     if args.distances and not args.hierarchy:
@@ -114,10 +127,14 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
             topo = mesh_topology_from_spec(mesh or torus, torus=bool(torus), cores=args.cores or 1)
         elif args.hierarchy:
             topo = topology_from_strings(args.hierarchy, args.distances)
+        elif gpu_node or (args.topology and _per_gpu(args)):
+            topo = _one_node(args, None)
         elif args.topology:
             topo = load_topology(args.topology)
     if topo is not None:
         return topo, None if trace is None else _hosts_placement(trace.hosts, topo)
+    if trace is not None and _per_gpu(args):
+        return _trace_gpus(trace), None
     if trace is not None:
         topo, recorded = trace.topology_and_placement()
         if topo is not None:
@@ -142,12 +159,13 @@ def _cluster_of_hosts(args, trace) -> Topology:
     under the switches of a topology.conf when given.
 
     The slots of a host named without a count: ``--slots``; else every PE
-    of the node that --hierarchy/--topology describe; else, for a trace, as
+    of the node that --hierarchy/--topology/--gpu-node describe (every GPU
+    with --per gpu); else, for a trace, as
     many as it ran ranks on that host, and on a host it did not run on as
     many as it ran on each of its hosts (when that number is the same on
     all of them; else every PE of the node)."""
     from ..topology.cluster import cluster_of_hosts
-    from ..topology.switches import parse_topology_conf
+    from ..topology.switches import load_switches
 
     if args.hosts:
         slots, named = [(h, None) for h in expand_nodelist(args.hosts)], "--hosts"
@@ -165,7 +183,7 @@ def _cluster_of_hosts(args, trace) -> Topology:
         if h is not None:
             ran[h] = ran.get(h, 0) + 1
     each = next(iter(set(ran.values()))) if len(set(ran.values())) == 1 else None
-    explicit_node = bool(args.hierarchy or args.topology)
+    explicit_node = bool(args.hierarchy or args.topology or _per_gpu(args))
     counted = []
     for h, c in slots:
         if c is None:
@@ -175,7 +193,7 @@ def _cluster_of_hosts(args, trace) -> Topology:
         _warn_new_hosts(named, [h for h, _ in slots], ran,
                         None if args.slots is not None or explicit_node else each)
     node = _one_node(args, trace)
-    switches = parse_topology_conf(args.switches) if args.switches else None
+    switches = load_switches(args.switches, [h for h, _ in slots]) if args.switches else None
     return cluster_of_hosts(node, counted, switches=switches)
 
 
@@ -217,12 +235,48 @@ def check_fits(graph: CommGraph, topology, eps) -> None:
                     "--hostfile, --slots), or give --eps to map several ranks per slot")
 
 
+def _per_gpu(args) -> bool:
+    return bool(getattr(args, "gpu_node", None)) or getattr(args, "per", None) == "gpu"
+
+
+def _trace_gpus(trace) -> Topology:
+    """The GPUs of every host a trace recorded (each host's hwloc XML)."""
+    from ..topology.cluster import compose_cluster
+    from ..topology.hwloc_gpus import read_hwloc_gpus
+
+    hosts = [h for h in dict.fromkeys(trace.hosts) if h is not None]
+    missing = [h for h in hosts if not trace.host_topology_xml.get(h)]
+    if not hosts or missing:
+        raise UserError("--per gpu: the trace recorded no hwloc XML of "
+                        f"{missing[0] if missing else 'its hosts'}; give --gpu-node or --topology")
+    nodes = [(h, read_hwloc_gpus(trace.host_topology_xml[h], host=h)) for h in hosts]
+    return compose_cluster(nodes) if len(nodes) > 1 else nodes[0][1]
+
+
 def _one_node(args, trace) -> Topology:
-    """The tree of one node when the hosts are given: --hierarchy, an
-    --topology file of one host, the trace's first recorded host, or this
-    machine."""
+    """The tree of one node when the hosts are given: --hierarchy,
+    --gpu-node, an --topology file of one host, the trace's first recorded
+    host, or this machine (with --per gpu: the GPUs of the XML)."""
     if args.hierarchy:
         return hierarchy_topology(*parse_hierarchy(args.hierarchy, args.distances), host_prefix=None)
+    if getattr(args, "gpu_node", None):
+        from ..topology.gpu_nodes import load_gpu_node
+
+        return load_gpu_node(args.gpu_node)
+    if _per_gpu(args):
+        from ..topology.hwloc_gpus import read_hwloc_gpus
+        from ..topology.live import discover_local_xml
+
+        xml = args.topology
+        if xml is None and trace is not None:
+            xml = next((trace.host_topology_xml[h] for h in trace.hosts
+                        if trace.host_topology_xml.get(h)), None)
+        elif xml is None:
+            xml = discover_local_xml()
+        if xml is None:
+            raise UserError("--per gpu needs an hwloc XML with the GPUs: --topology node.xml, a "
+                            "trace that recorded one, or lstopo on this machine")
+        return read_hwloc_gpus(xml)
     if args.topology:
         topo = load_topology(args.topology)
         if not isinstance(topo, Topology) or len(topo.hosts()) > 1:

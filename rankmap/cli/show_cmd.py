@@ -1,11 +1,14 @@
 """Summarise a recorded run (a rankmap trace, Score-P OTF2, mpiP report,
 SST DUMPI or liballprof trace): ranks, hosts, bytes per kind and phase, the
 heaviest pairs, missing ranks; ``--plot FILE`` draws the byte matrix as a
-heat map with node boundaries (needs the ``plot`` extra, matplotlib), and
-``--mapping FILE`` the matrix in a new launch order beside it."""
+heat map with node boundaries, the nodes in name order, colours in
+proportion to the bytes (``--scale log`` shows small messages too; needs
+the ``plot`` extra, matplotlib), and ``--mapping FILE`` the matrix in a new
+launch order beside it."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -17,6 +20,7 @@ from .common import add_collectives_argument
 NAME = "show"
 HELP = "summarise a recorded run (optionally plot its communication matrix)"
 ORDER = 40
+HEAT_COLOURS = "magma_r"  # light for few bytes, dark for many: the costly pairs stand out on white
 
 
 def add_arguments(p) -> None:
@@ -31,6 +35,9 @@ def add_arguments(p) -> None:
                    help="traffic the pair list and plot use (default all)")
     p.add_argument("--phase", default=None, help="restrict the pair list and plot to one phase")
     p.add_argument("--plot", metavar="FILE", help="save a heat map of the byte matrix (png, pdf, svg)")
+    p.add_argument("--scale", default="linear", choices=["linear", "log"],
+                   help="colour scale of the heat map: linear (default: colour in proportion to the bytes, "
+                        "so the pairs that cost most stand out) or log (small messages visible too)")
     p.add_argument("--mapping", metavar="FILE",
                    help="with --plot: also draw the matrix in the order of this launch file (any "
                         "that rankmap map -o writes: perm, MPICH_RANK_ORDER, hydra machinefile, "
@@ -88,69 +95,104 @@ def summary(trace, top: int = 10, kind: str = "all", phase=None) -> str:
     return "\n".join(lines)
 
 
-def plot(trace, path, kind="all", phase=None, mapping: str | None = None) -> list:
-    """Heat map of the byte matrix, ranks on both axes and node boundaries
-    where the trace knows the hosts; with ``mapping`` (a launch file) the
-    matrix in the new order beside it.  Returns each panel's share of
-    bytes between ranks on one node (None where the hosts are unknown)."""
-    try:
-        import matplotlib
+def host_order(hosts) -> dict[str, int]:
+    """Each host's place when the heat map groups ranks by host: by name,
+    numbers in names compared as numbers (cn2 before cn10), so both panels
+    list the nodes alike whatever rank came first on which."""
+    def key(h: str):
+        return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", h)]
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ValueError("plotting needs matplotlib: pip install 'rankmap[plot]'") from exc
-    g = trace.graph(kind, phase=phase)
-    hosts = list(trace.hosts)
-    if all(hosts):  # ranks grouped by the host they ran on
-        first = {h: i for i, h in enumerate(dict.fromkeys(hosts))}
-        order = np.argsort([first[h] for h in hosts], kind="stable")
-        panels = [(order, [hosts[t] for t in order], "as recorded")]
-    else:
-        panels = [(np.arange(g.n), None, "as recorded (hosts unknown)")]
-    if mapping is not None:
-        order, new_hosts = read_launch_file(mapping, g.n).launch_order()
-        panels.append((order, new_hosts, f"after {mapping.rsplit('/', 1)[-1]}"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.6), squeeze=False)
-    shown, shares = None, []
-    values = g.coo()[2]
-    vmin, vmax = (float(values.min()), float(values.max())) if g.n_edges else (1.0, 1.0)
-    for ax, (order, at, title) in zip(axes[0], panels):
-        shown, inside = _draw(ax, g, order, at, (min(vmin, vmax / 10), vmax))
-        shares.append(inside)
-        ax.set_title(title + ("" if inside is None else f": {inside:.0%} of bytes within a node"),
-                     pad=28 if at is not None else 6, fontsize=10)
-        ax.set_xlabel("destination rank" + (" (grouped by node)" if at is not None else ""))
-        ax.set_ylabel("source rank" + (" (grouped by node)" if at is not None else ""))
-    fig.colorbar(shown, ax=axes[0].tolist(), label="bytes", shrink=0.9)
-    fig.suptitle(f"{g.name or 'trace'}: {kind} bytes" + (f", phase {phase}" if phase else ""))
+    return {h: i for i, h in enumerate(sorted(set(hosts), key=key))}
+
+
+def plot(trace, path, kind="all", phase=None, mapping: str | None = None, scale: str = "linear") -> list:
+    """Save ``heat_map``'s picture to ``path``; returns each panel's share of
+    bytes between ranks on one node (None where the hosts are unknown)."""
+    import matplotlib.pyplot as plt
+
+    fig, shares = heat_map(trace, kind, phase, mapping, scale)
     fig.savefig(path)
     plt.close(fig)
     return shares
 
 
-def _draw(ax, g, order, hosts, limits):
-    """One matrix: task ``order[i]`` at row and column i, ticks naming the
-    ranks; where ``hosts`` (host of each position) is given, node
-    boundaries, host names along the top, and the share of bytes between
-    tasks on one node (returned with the image)."""
-    from matplotlib.colors import LogNorm
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
+def heat_map(trace, kind="all", phase=None, mapping: str | None = None, scale: str = "linear"):
+    """Heat map of the byte matrix, ranks on both axes grouped by the host
+    they ran on (hosts in ``host_order``) with node boundaries where the
+    trace knows the hosts; with ``mapping`` (a launch file) the matrix in
+    the new order beside it.  ``scale`` linear colours cells in proportion
+    to their bytes (what costs most stands out), log shows small messages
+    too.  Returns the figure and each panel's share of bytes within a node."""
+    try:
+        import matplotlib
 
-    n = g.n
-    bins = min(n, 1024)  # a large job is binned: the picture stays readable and small
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.colors import LogNorm, Normalize
+    except ImportError as exc:
+        raise ValueError("plotting needs matplotlib: pip install 'rankmap[plot]'") from exc
+    g = trace.graph(kind, phase=phase)
+    hosts = list(trace.hosts)
+    if all(hosts):  # ranks grouped by the host they ran on
+        place = host_order(hosts)
+        order = np.argsort([place[h] for h in hosts], kind="stable")
+        panels = [(order, [hosts[t] for t in order], "as recorded")]
+    else:
+        panels = [(np.arange(g.n), None, "as recorded (hosts unknown)")]
+    if mapping is not None:
+        order, new_hosts = read_launch_file(mapping, g.n).launch_order(host_order)
+        panels.append((order, new_hosts, f"after {mapping.rsplit('/', 1)[-1]}"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.6), squeeze=False)
+    shown, shares = None, []
+    coo = g.coo()
+    cells = [_cells(g.n, coo, order) for order, _, _ in panels]
+    top = max((float(c.max()) for c in cells if c.size), default=1.0) or 1.0
+    if scale == "log":
+        positive = [float(c[c > 0].min()) for c in cells if np.any(c > 0)]
+        norm = LogNorm(min(min(positive, default=top), top / 10), top)
+    else:
+        norm = Normalize(0.0, top)
+    for ax, (order, at, title), img in zip(axes[0], panels, cells):
+        shown, inside = _draw(ax, g.n, coo, order, at, img, norm)
+        shares.append(inside)
+        ax.set_title(title + ("" if inside is None else f": {inside:.0%} of bytes within a node"),
+                     pad=28 if at is not None else 6, fontsize=10)
+        ax.set_xlabel("destination rank" + (" (grouped by node)" if at is not None else ""))
+        ax.set_ylabel("source rank" + (" (grouped by node)" if at is not None else ""))
+    fig.colorbar(shown, ax=axes[0].tolist(), label=f"bytes ({scale} scale)", shrink=0.9)
+    fig.suptitle(f"{g.name or 'trace'}: {kind} bytes" + (f", phase {phase}" if phase else ""))
+    return fig, shares
+
+
+def _cells(n: int, coo, order) -> np.ndarray:
+    """The byte matrix (``coo``: source, destination, bytes) with task
+    ``order[i]`` at row and column i; a large job is binned to at most
+    1024 x 1024 cells (readable and small)."""
+    bins = min(n, 1024)
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    src, dst, b = g.coo()
+    src, dst, b = coo
     img = np.zeros((bins, bins))
     np.add.at(img, (pos[src] * bins // n, pos[dst] * bins // n), b)
-    shown = ax.imshow(np.where(img > 0, img, np.nan), cmap="viridis", interpolation="nearest",
-                      norm=LogNorm(*limits), extent=(0, n, n, 0))
+    return img
+
+
+def _draw(ax, n: int, coo, order, hosts, img, norm):
+    """One matrix (``img``: task ``order[i]`` at row and column i), ticks
+    naming the ranks; where ``hosts`` (host of each position) is given, node
+    boundaries, host names along the top, and the share of the bytes
+    (``coo``) between tasks on one node (returned with the image)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    src, dst, b = coo
+    shown = ax.imshow(np.where(img > 0, img, np.nan), cmap=HEAT_COLOURS, interpolation="nearest",
+                      norm=norm, extent=(0, n, n, 0))
     rank_at = FuncFormatter(lambda x, _: str(int(order[int(x)])) if 0 <= int(x) < n else "")
     for axis in (ax.xaxis, ax.yaxis):
         if n <= 32:  # every rank named, centred on its cell
             axis.set_ticks(np.arange(n) + 0.5, labels=[str(int(t)) for t in order])
-            axis.set_tick_params(labelsize=7 if n > 16 else 8)
+            axis.set_tick_params(labelsize=7 if n > 16 else 8,
+                                 rotation=90 if n > 16 and axis is ax.xaxis else 0)  # side by side
         else:
             axis.set_major_locator(MaxNLocator(nbins=8, integer=True))
             axis.set_major_formatter(rank_at)
@@ -186,7 +228,7 @@ def run(args) -> int:
                         "summarise beyond what 'rankmap eval' reports")
     print(summary(trace, args.top, args.kind, args.phase))
     if args.plot:
-        shares = plot(trace, args.plot, args.kind, args.phase, args.mapping)
+        shares = plot(trace, args.plot, args.kind, args.phase, args.mapping, args.scale)
         print(f"\nheat map written to {args.plot}")
         if all(x is not None for x in shares):
             print("bytes within a node: " + " -> ".join(f"{x:.1%}" for x in shares))

@@ -15,6 +15,8 @@ Examples:
   rankmap topo --xml node.xml --nodes node[01-08] --network 4:2 --network-distances 100:400
   rankmap topo --xml node.xml --hostfile hosts.txt
   rankmap topo --export node.xml        (describe a compute node once, map elsewhere)
+  rankmap topo --gpu-node frontier      (8 GCDs, their links, devices and cores)
+  rankmap topo --xml gpu-node.xml --per gpu
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ def add_arguments(parser) -> None:
     src.add_argument("--live", action="store_true", help="this machine (default)")
     src.add_argument("--topology", metavar="FILE",
                      help="any topology file rankmap reads (hwloc XML, cluster file, tleaf, hierarchy)")
+    src.add_argument("--gpu-node", metavar="NAME|FILE",
+                     help="a GPU node, one PE per GPU: built-in (frontier, lumi-g, dgx-a100, "
+                          "dgx-h100), a GPU node file or an hwloc XML with GPUs")
+    parser.add_argument("--per", choices=["core", "gpu"], default="core",
+                        help="with --xml/--live: PEs are hardware threads (default) or GPUs")
     parser.add_argument("--no-lstopo", action="store_true",
                         help="with --live: read Linux sysfs even when lstopo is installed")
     parser.add_argument("--affinity", action="store_true",
@@ -50,8 +57,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--network-distances", metavar="D1:D2", default="",
                         help="distance of each network level (default 100, 400, ...; one more for "
                              "a top level joining the groups)")
-    parser.add_argument("--switches", metavar="TOPOLOGY.CONF",
-                        help="Slurm topology.conf (tree plugin): its switches above the nodes")
+    parser.add_argument("--switches", metavar="FILE",
+                        help="the network above the nodes: Slurm topology.conf (tree or block "
+                             "plugin), topology.yaml (FILE:NAME picks one), or 'HOST XNAME' lines")
     parser.add_argument("--level-distances", metavar="KIND=D,...",
                         help="override the default distance of node levels, e.g. core=2,package=20")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -68,9 +76,11 @@ def build_topology(args):
     from ..topology import load_topology
     from ..topology.cluster import (cluster_from_xmls, compose_cluster, host_slot_pes,
                                     parse_network, restrict_to_slots)
+    from ..topology.gpu_nodes import load_gpu_node
     from ..topology.hosts import expand_nodelist, parse_hostfile
-    from ..topology.live import affinity_pes, discover_local
-    from ..topology.switches import parse_topology_conf
+    from ..topology.hwloc_gpus import read_hwloc_gpus
+    from ..topology.live import affinity_pes, discover_local, discover_local_xml
+    from ..topology.switches import load_switches
 
     arities, net_dists = parse_network(args.network, args.network_distances)
     hosts = expand_nodelist(args.nodes) if args.nodes else None
@@ -79,7 +89,7 @@ def build_topology(args):
         if hosts is not None:
             raise ValueError("give either --nodes or --hostfile, not both")
         hosts = [h for h, _ in slots]
-    switches = parse_topology_conf(args.switches) if args.switches else None
+    switches = load_switches(args.switches, hosts or []) if args.switches else None
     clustered = hosts is not None or arities or net_dists or switches is not None
     if args.topology:
         if clustered or args.level_distances:
@@ -88,7 +98,17 @@ def build_topology(args):
         return load_topology(args.topology)
     if (args.affinity or args.no_lstopo) and args.xml:
         raise ValueError("--affinity and --no-lstopo go with --live")
-    if args.xml:
+    if args.gpu_node or args.per == "gpu":
+        if args.gpu_node:
+            node = load_gpu_node(args.gpu_node)
+        else:
+            xml = args.xml[0] if args.xml else discover_local_xml()
+            if xml is None or (args.xml and len(args.xml) > 1):
+                raise ValueError("--per gpu reads one hwloc XML with GPUs (--xml FILE, or lstopo here)")
+            node = read_hwloc_gpus(xml)
+        topo = (compose_cluster([(h, node) for h in hosts or node.hosts()], arities, net_dists,
+                                switches=switches) if clustered else node)
+    elif args.xml:
         topo = cluster_from_xmls(args.xml, hosts, arities, net_dists, args.level_distances,
                                  switches=switches)
     else:

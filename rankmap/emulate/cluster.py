@@ -394,6 +394,17 @@ exec {ip} netns exec "$ns" {unshare} --uts sh -c 'hostname "$1" && shift && exec
             cmd += ["-n", str(n)]
         return cmd
 
+    def mpirun(self, mpirun: str = "mpirun") -> tuple[list[str], dict]:
+        """Open MPI's ``mpirun`` command prefix and environment for a run on
+        this cluster (append the placement, e.g. ``--rankfile``, and the
+        program): its daemons start in the nodes' namespaces through the
+        same launcher (``plm_rsh_agent``), daemons and ranks talk over the
+        cluster's subnet, root is allowed (the namespaces need it)."""
+        subnet = str(self.subnet)
+        cmd = [mpirun, "--mca", "plm_rsh_agent", str(self.launcher), "--mca", "routed", "direct",
+               "--mca", "oob_tcp_if_include", subnet, "--mca", "btl_tcp_if_include", subnet]
+        return cmd, {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
     def traffic(self) -> dict:
         """Byte counters of the rate limiters now: ``node_tx[i]`` (node i ->
         network), ``node_rx[i]`` (network -> node i), ``rack_tx[j]`` (rack j

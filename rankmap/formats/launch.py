@@ -26,6 +26,7 @@ import numpy as np
 
 from ..bind import BINDINGS_FILE, HEADER as BINDINGS_HEADER, Binding, cpus_token
 from ..topology import Topology
+from ..topology.tree import core_slots
 from .common import FormatError, check_number, check_readable
 
 LAUNCH_FORMATS = ["perm", "mpich", "hydra", "openmpi", "slurm", "bind"]
@@ -73,32 +74,6 @@ def format_openmpi_rankfile(pe_of_task, topology: Topology) -> str:
     pe = np.asarray(pe_of_task)
     slot = core_slots(topology)
     return "".join(f"rank {r}={topology.pe_host[p]} slot={slot[p]}\n" for r, p in enumerate(pe.tolist()))
-
-
-def core_slots(topology) -> np.ndarray:
-    """Slot number of each PE as Open MPI's rankfile reads ``slot=N``: the
-    logical index of its core among its host's cores (cores in tree order,
-    which is hwloc's logical order for a whole node).  A PE with no core
-    above it (hierarchy strings, meshes) is a core of its own."""
-    if not isinstance(topology, Topology):
-        return topology.slot_in_host()
-    kinds = topology.node_kind
-    is_core = np.fromiter(("core" in k.split("+") for k in kinds), dtype=bool, count=len(kinds))
-    cur = topology.leaf_of_pe.copy()
-    found = is_core[cur]
-    for _ in range(topology.max_depth):
-        move = ~found & (topology.parent[cur] >= 0)
-        if not move.any():
-            break
-        cur[move] = topology.parent[cur[move]]
-        found |= is_core[cur]
-    unit = np.where(found, cur, topology.leaf_of_pe)
-    out = np.empty(topology.n_pes, dtype=np.int64)
-    for host in topology.hosts():
-        pes = np.flatnonzero(topology.pe_host == host)
-        _, index = np.unique(unit[pes], return_inverse=True)  # node ids follow tree order
-        out[pes] = index
-    return out
 
 
 def format_slurm_hostfile(pe_of_task, topology: Topology) -> str:

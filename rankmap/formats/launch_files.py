@@ -27,7 +27,8 @@ import numpy as np
 
 from ..limits import MAX_PES, MAX_TASKS, check_readable
 from .common import FormatError
-from .launch import LAUNCH_FILE_NAMES, LAUNCH_FORMATS, core_slots
+from ..topology.tree import core_slots
+from .launch import LAUNCH_FILE_NAMES, LAUNCH_FORMATS
 
 
 @dataclass
@@ -49,15 +50,17 @@ class LaunchPlacement:
         """The file places ranks on hosts, not on cores (hydra, Slurm)."""
         return self.host is not None and self.core is None and self.cpus is None
 
-    def launch_order(self) -> tuple[np.ndarray, list[str] | None]:
-        """The ranks in launch order (hosts in order of first appearance,
-        then core or rank within a host) and, where the file names hosts,
-        the host at each position."""
+    def launch_order(self, host_order=None) -> tuple[np.ndarray, list[str] | None]:
+        """The ranks in launch order (hosts in the order ``host_order``
+        gives them, a function of the hosts returning host -> place,
+        default their first appearance; then core or rank within a host)
+        and, where the file names hosts, the host at each position."""
         if self.pe is not None:
             return np.argsort(self.pe, kind="stable"), None
         if self.slot_order is not None:
             return self.slot_order.copy(), None
-        first = {h: i for i, h in enumerate(dict.fromkeys(self.host))}
+        first = host_order(self.host) if host_order is not None else \
+            {h: i for i, h in enumerate(dict.fromkeys(self.host))}
         within = np.zeros(self.n, dtype=np.int64) if self.core is None else self.core
         if self.cpus is not None:
             within = np.asarray([min(c) if c else k for c, k in zip(self.cpus, within.tolist())])

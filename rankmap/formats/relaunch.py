@@ -29,11 +29,15 @@ from pathlib import Path
 
 
 def program_of(argv) -> str:
-    """The relaunched program from a trace's recorded argv (the script and
-    its arguments), or ``PROGRAM`` when unknown."""
-    if argv and str(argv[0]).endswith(".py"):
-        return "python " + shlex.join(str(a) for a in argv)
-    return "PROGRAM"
+    """The relaunched program from a trace's recorded argv: a Python script
+    (or ``-m module``, ``-c command``) under ``python``, a compiled program
+    as it was recorded; ``PROGRAM`` when unknown."""
+    if not argv:
+        return "PROGRAM"
+    words = [str(a) for a in argv]
+    if words[0].endswith(".py") or words[0] in ("-m", "-c"):
+        return "python " + shlex.join(words)
+    return shlex.join(words)
 
 
 def bind_command() -> str:

@@ -1,6 +1,7 @@
 """Record the traffic of an unmodified mpi4py program.
 
-Run ``mpiexec -n P python -m rankmap.profile app.py [args]``: every message
+Run ``mpiexec -n P python -m rankmap.profile app.py [args]`` (or ``./app
+[args]`` for a compiled program: ``rankmap.profile.native``): every message
 the program sends on COMM_WORLD or any communicator derived from it is
 counted per (source, destination) COMM_WORLD rank pair, separately for
 point-to-point, collectives (by a selectable model, see

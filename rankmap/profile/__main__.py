@@ -1,8 +1,10 @@
-"""``python -m rankmap.profile [options] (app.py | -m module | -c cmd) [args]``
+"""``python -m rankmap.profile [options] (app.py | -m module | -c cmd | ./app) [args]``
 
 Runs an unmodified mpi4py program under mpiexec and records its traffic
 (mirrors ``python -m mpi4py``: an exception in one rank aborts the whole job
-instead of hanging it, exit codes propagate).
+instead of hanging it, exit codes propagate).  A compiled program (an
+executable that is not Python) is recorded through PMPI interposition
+(``rankmap.profile.native``) into the same trace.
 """
 
 from __future__ import annotations
@@ -14,8 +16,16 @@ import sys
 import traceback
 from pathlib import Path
 
+from .collectives import MODELS
+from .native import run as run_native
+from .parts import FLUSH_INTERVAL
+
 USAGE = """\
-usage: mpiexec -n P python -m rankmap.profile [options] (app.py | -m module | -c cmd) [args]
+usage: mpiexec -n P python -m rankmap.profile [options] (app.py | -m module | -c cmd | ./app) [args]
+
+An mpi4py program runs in this Python; a compiled program (C, C++, Fortran:
+any executable that is not Python) runs with a PMPI recording library built
+for its MPI by that MPI's mpicc on first use (cached in ~/.cache/rankmap).
 
 options:
   -o, --output FILE        trace file (default: <program>.rmtrace.npz); per-rank
@@ -103,13 +113,18 @@ def run_program(kind: str, target: str, args: list[str]) -> None:
 
 def main(argv=None) -> int:
     opts, kind, target, args = parse(sys.argv[1:] if argv is None else argv)
+    if opts["collectives"] not in MODELS:
+        raise SystemExit(f"rankmap.profile: unknown collective model {opts['collectives']!r}")
+    program = run_native.is_program(target) if kind == "path" else None
+    if program is not None:  # before mpi4py: importing it would initialise MPI here
+        if opts["flush_interval"] is None:
+            opts["flush_interval"] = FLUSH_INTERVAL
+        return run_native.main(opts, program, target, args, opts["output"] or default_output(kind, target))
     from mpi4py import MPI
 
     from . import _session, start, wrappers
     from .session import ProfileError
 
-    if opts["collectives"] not in ("none", "root", "tree", "ring"):
-        raise SystemExit(f"rankmap.profile: unknown collective model {opts['collectives']!r}")
     try:
         start(collectives=opts["collectives"], output=opts["output"] or default_output(kind, target),
               topology=opts["topology"], flush_interval=opts["flush_interval"], write_at_exit=False)
@@ -118,7 +133,8 @@ def main(argv=None) -> int:
             print(exc, file=sys.stderr)
         return 2
     session = _session()
-    session.meta["argv"] = [target, *args]
+    flag = {"path": [], "module": ["-m"], "cmd": ["-c"]}[kind]  # so that the relaunch command runs it again
+    session.meta["argv"] = [*flag, target, *args]
     session.meta["program"] = target
     if opts["phase"]:
         session.recorder.set_phase(opts["phase"])

@@ -19,8 +19,9 @@ attributes them to pairs with a model, selected with ``--collectives``:
           neighbour), reduce_scatter p-1 blocks to the right, scan a chain.
 
 In every model alltoall(v/w) is a direct exchange (block i goes to rank i), and
-neighbourhood collectives are exact: they name their peers.  Barriers carry
-no data and are not recorded.
+neighbourhood collectives are exact: they name their peers.  On an
+intercommunicator every model sends straight to the other group
+(``intercomm_plan``).  Barriers carry no data and are not recorded.
 
 A plan is a list of ``(peer, factor)`` for the calling rank only: the rank
 sends ``factor x unit`` bytes to ``peer`` (comm ranks), where ``unit`` is the
@@ -52,6 +53,23 @@ def plan(model: str, op: str, rank: int, size: int, root: int = 0) -> list[tuple
         return [((q + root) % size, f) for q, f in edges if f]
 
     return absolute(_MODEL_FUNCS[model](op, r, size))
+
+
+def intercomm_plan(op: str, size: int, root: int, is_root: bool) -> list[tuple[int, float]]:
+    """Outgoing ``(peer, factor)`` of a rank in ``op`` on an intercommunicator
+    whose remote group has ``size`` ranks: the root (``is_root``, MPI_ROOT)
+    of a bcast/scatter sends to every remote rank, a rank of the other group
+    of a gather/reduce sends to the remote ``root`` (``root >= 0``), the
+    unrooted operations send to every remote rank."""
+    if op not in OPS:
+        raise ValueError(f"unknown collective operation {op!r}")
+    if op in ("bcast", "scatter"):
+        peers = range(size) if is_root else ()
+    elif op in ("gather", "reduce"):
+        peers = (root,) if root >= 0 else ()
+    else:
+        peers = range(size)
+    return [(q, 1.0) for q in peers]
 
 
 # -------------------------------------------------------------- building blocks

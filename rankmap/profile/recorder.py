@@ -45,6 +45,10 @@ class Recorder:
         self._scratch = Counters(world_size + 1)  # receives counts while paused
         self.active = self._phase(DEFAULT_PHASE)
 
+    def counters(self, name: str) -> Counters:
+        """Phase ``name``'s counters (made, after the phases seen so far, when new)."""
+        return self._phase(name)
+
     def _phase(self, name: str) -> Counters:
         counters = self.phases.get(name)
         if counters is None:

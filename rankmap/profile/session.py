@@ -31,41 +31,12 @@ from mpi4py import MPI
 
 from .. import trace as tracefmt
 from . import wrappers
+from .parts import FLUSH_INTERVAL, host_topology_xml, merge_when_complete, output_problem
 from .recorder import Recorder
-
-#: seconds between part-file flushes (written only when the counters changed)
-FLUSH_INTERVAL = 1.0
 
 
 class ProfileError(RuntimeError):
     """The profiler could not start or write its trace (same message on every rank)."""
-
-
-def output_problem(output: Path) -> str | None:
-    """Why the trace cannot be written to ``output`` (None when it can)."""
-    if output.is_dir():
-        return f"{output} is a directory: give a trace file name (e.g. run.rmtrace.npz)"
-    parent = output.parent
-    if not parent.is_dir():
-        return f"{parent} (the directory of {output.name}) does not exist"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"cannot write in {parent}"
-    return None
-
-
-def host_topology_xml() -> str | None:
-    """This node's hwloc XML: lstopo's when hwloc is installed, else the
-    tree rankmap discovers from Linux sysfs written as hwloc XML, else None
-    (so ``rankmap map TRACE`` knows the machine after a plain pip install)."""
-    try:
-        from ..topology.export import hwloc_xml
-        from ..topology.live import discover_local_xml, sysfs_topology
-    except ImportError:  # rankmap's topology readers need lxml
-        return None
-    try:
-        return discover_local_xml() or hwloc_xml(sysfs_topology())
-    except (OSError, ValueError):
-        return None
 
 
 def mpi_info() -> dict:
@@ -191,7 +162,7 @@ class Session:
         self.stop_flushing()
         self.write_part("complete")
         if MPI.Is_finalized():
-            return self._merge_files() if self.rank == 0 else None
+            return merge_when_complete(self.output) if self.rank == 0 else None
         mine, error = None, None
         try:
             mine = self.own_trace("complete")
@@ -218,23 +189,6 @@ class Session:
         if verdict is not None:
             raise ProfileError(verdict)
         return path
-
-    def _merge_files(self, timeout: float = 60.0) -> Path | None:
-        deadline = time.time() + timeout
-        while True:
-            trace = tracefmt.read_trace(self.part.parent, warn_missing=False)
-            done = all(s == "complete" for s in trace.status)
-            if done or time.time() > deadline:
-                break
-            time.sleep(0.2)
-        if not done:
-            print(f"rankmap.profile: {tracefmt.missing_report(trace)}; partial trace written",
-                  file=sys.stderr)
-        trace.source = str(self.output)
-        trace.write(self.output)
-        if done:
-            shutil.rmtree(self.part.parent, ignore_errors=True)
-        return self.output
 
 
 def _same_edges(a, b) -> bool:

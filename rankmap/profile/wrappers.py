@@ -39,6 +39,7 @@ import threading
 from mpi4py import MPI
 
 from .buffers import buffer_bytes, raw_nbytes, vector_bytes
+from .collectives import intercomm_plan as _intercomm_plan
 from .collectives import plan as _model_plan
 from .recorder import Recorder
 
@@ -275,15 +276,11 @@ def _plan(comm, op, root):
     model = _REC.collectives
     if model == "none":
         return []
-    if comm.Is_inter():  # the only sensible model: straight to the other group
-        if op in ("bcast", "scatter"):
-            peers = range(len(table)) if root == _ROOT else ()
-        elif op in ("gather", "reduce"):
-            peers = (root,) if root >= 0 else ()
-        else:
-            peers = range(len(table))
-        return [(table[q], 1.0) for q in peers]
-    return [(table[q], f) for q, f in _model_plan(model, op, comm.Get_rank(), comm.Get_size(), root)]
+    if comm.Is_inter():
+        edges = _intercomm_plan(op, len(table), root, root == _ROOT)
+    else:
+        edges = _model_plan(model, op, comm.Get_rank(), comm.Get_size(), root)
+    return [(table[q], f) for q, f in edges]
 
 
 def _collective(name: str, op: str, unit, persistent: bool):
@@ -426,7 +423,10 @@ def _out_neighbours(comm) -> list[int | None]:
 
 
 def _neighbour_sent(comm, result, done, per_peer):
-    """``done`` (count now, or at each Start) the bytes per out-neighbour."""
+    """``done`` (count now, or at each Start) the bytes per out-neighbour
+    (nothing under the model ``none``: it records no collective)."""
+    if _REC.collectives == "none":
+        return done(result, "cb", "cm", [])
     sends = [(w, n) for w, n in zip(_attr(comm, "_nbrs"), per_peer) if w is not None]
     return done(result, "cb", "cm", sends)
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from ..algorithms import is_method
+from ..algorithms.registry import is_method
 from ..algorithms.distributed.swap_rounds import rounds_options
 from ..algorithms.options import check_options
 from ..limits import MAX_SEED

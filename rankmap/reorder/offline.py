@@ -135,18 +135,28 @@ def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0,
         return map_tasks(graph, topology, method=method, seed=seed, deadline=deadline, **options).pe_of_task
 
     begin = time.perf_counter()
+    # GPU nodes: the rounds run on the tree approximating each node's links,
+    # rank 0 then settles every node on the true distances
+    tree = topology.tree_only() if getattr(topology, "has_links", False) else topology
     try:
         start = root_step(comm, f"mapping with {method}", start_mapping)
         if multilevel:
-            pe, res, _ = multilevel_distributed(comm, graph, topology, start, seed=seed,
+            pe, res, _ = multilevel_distributed(comm, graph, tree, start, seed=seed,
                                                 replicas=replicas, kicks=kicks, deadline=deadline)
         else:
-            pe, res, _ = refine_distributed(comm, graph, topology, start, seed=seed,
+            pe, res, _ = refine_distributed(comm, graph, tree, start, seed=seed,
                                             replicas=replicas, kicks=kicks, deadline=deadline)
     except ReorderFailed as exc:
         raise ValueError(str(exc)) from None
     if comm.Get_rank() != 0:
         return None
+    if tree is not topology:
+        from ..algorithms.refine.within_nodes import place_within_nodes
+        from ..cost import mapping_cost
+
+        pe = place_within_nodes(graph, topology, pe, deadline)
+        if mapping_cost(graph, topology, start) < mapping_cost(graph, topology, pe):
+            pe = start
     info = {"ranks": comm.Get_size(), "replicas": replicas, "kicks": kicks, "rounds": res.rounds,
             "J_start": res.J_before, "J_refined": res.J_after}
     if multilevel:

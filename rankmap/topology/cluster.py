@@ -25,10 +25,9 @@ import numpy as np
 from ..limits import MAX_PES
 from .hierarchy import hierarchy_topology, parse_hierarchy
 from .hosts import expand_nodelist, parse_hostfile
-from .levels import merge_structureless_levels, normalize_overrides
+from .levels import DEFAULT_NETWORK_DISTANCE, merge_structureless_levels, normalize_overrides
 from .tree import Topology, TreeNode
 
-DEFAULT_NETWORK_DISTANCE = 100.0
 NETWORK_KINDS = ("switch", "rack")
 
 
@@ -44,7 +43,6 @@ def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) ->
     pe_of_node = np.full(topology.n_nodes, -1, dtype=np.int64)
     pe_of_node[topology.leaf_of_pe] = np.arange(topology.n_pes)
     made: list[TreeNode | None] = [None] * topology.n_nodes
-    blocks = topology._blocks
     for n in range(topology.n_nodes - 1, -1, -1):  # children before parents
         if not keep[n]:
             continue
@@ -54,7 +52,7 @@ def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) ->
             os_index = int(topology.pe_os_index[pe])
             leaf = dict(os_index=None if os_index < 0 else os_index, device=topology.pe_device[pe],
                         cpus=topology.pe_cpus[pe],
-                        link_row=int(blocks.row[pe]) if blocks is not None and blocks.block[pe] >= 0 else None)
+                        link_row=int(topology.pe_link_row[pe]) if topology.pe_link_row[pe] >= 0 else None)
             m = int(slots_per_pe[pe])
             children = [TreeNode("slot", **leaf) for _ in range(m)] if m > 1 else []
             made[n] = TreeNode(kind, 0.0, children, name=name, **leaf)
@@ -103,7 +101,10 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
     """One topology for several nodes: ``nodes`` is a list of
     ``(hostname, Topology)`` (heterogeneous nodes allowed), placed in order
     under the network levels (see module docstring), or under the switches
-    of a Slurm ``topology.conf`` (``switches.parse_topology_conf``)."""
+    of a Slurm ``topology.conf`` or ``topology.yaml``
+    (``switches.load_switches``).  Hosts named by Cray xnames with no
+    levels given sit under the blades, chassis and cabinets their names
+    say (``switches.xname_switches``)."""
     nodes = list(nodes)
     if not nodes:
         raise ValueError("a cluster needs at least one node")
@@ -119,6 +120,12 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
         raise ValueError("network distances must be non-negative")
     if switches is not None and (arities or dists):
         raise ValueError("give network levels or switches, not both")
+    hosts = [str(h) for h, _ in nodes]
+    if switches is None and not arities and not dists and len(hosts) > 1:
+        from .switches import XNAME, xname_switches
+
+        if all(XNAME.match(h) for h in hosts):
+            switches = xname_switches({h: h for h in hosts})
     if not dists:
         dists = [DEFAULT_NETWORK_DISTANCE * 4.0 ** i for i in range(len(arities) + 1)]
     elif len(dists) not in (len(arities), len(arities) + 1):
@@ -251,7 +258,7 @@ def read_cluster_file(path) -> Topology:
         nodes gpu[1-4] hierarchy=8:2 distances=1:10   # ... or their own hierarchy
         hostfile hosts.txt               # hosts and slots of an MPI hostfile
         network 4:2 distances 100:400    # nodes per switch, switches per rack
-        switches topology.conf           # or: Slurm's switches (tree plugin)
+        switches topology.conf           # or: Slurm's switches (topology.conf/.yaml, xnames)
         level-distances core=2,package=20
 
     With a ``hostfile`` line the topology is restricted to its slots (in
@@ -300,9 +307,7 @@ def read_cluster_file(path) -> Topology:
                 len(plain) == 1 or plain[1] == "distances"):
             network = _at(where, parse_network, plain[0], plain[2] if len(plain) == 3 else "")
         elif key == "switches" and len(plain) == 1 and not opts:
-            from .switches import parse_topology_conf
-
-            switches = _at(where, parse_topology_conf, base / plain[0])
+            switches, switches_at = base / plain[0], where
         elif key == "level-distances" and len(plain) == 1 and not opts:
             level_distances = _at(where, normalize_overrides, plain[0])
         else:
@@ -314,6 +319,10 @@ def read_cluster_file(path) -> Topology:
         raise ValueError(f"{path}: cluster file lists no node ('nodes NODELIST' or 'hostfile FILE')")
     if switches is not None and network != ([], []):
         raise ValueError(f"{path}: give 'network' or 'switches', not both")
+    if switches is not None:
+        from .switches import load_switches
+
+        switches = _at(switches_at, load_switches, str(switches), [h for h, _, _ in members])
     cache: dict[tuple, Topology] = {}
     nodes = []
     for host, source, lineno in members:

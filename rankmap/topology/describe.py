@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cpulist import format_cpulist
 from .hierarchy import format_hierarchy
 from .tree import Topology
 
@@ -46,19 +47,6 @@ def describe_topology(topology: Topology) -> dict:
     return out
 
 
-def _ranges(values) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
-    vals = list(values)
-    parts, i = [], 0
-    while i < len(vals):
-        j = i
-        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
-            j += 1
-        parts.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
-        i = j + 1
-    return ",".join(parts)
-
-
 def format_topology(topology: Topology, max_lines: int = 200) -> str:
     """Level table, hierarchy line, then the tree (like ``lstopo``'s console
     output, identical consecutive siblings folded, at most ``max_lines``)."""
@@ -75,7 +63,8 @@ def format_topology(topology: Topology, max_lines: int = 200) -> str:
         di = lv["distance"] if not isinstance(lv["distance"], list) else "/".join(map(str, lv["distance"]))
         lines.append(f"  {lv['name']:<28} x{lv['count']:<6} arity {ar:<8} distance {di}")
     if info["uniform"]:
-        lines.append(f"uniform hierarchy {info['hierarchy']}  distances {info['distances']}")
+        lines.append(f"uniform hierarchy {info['hierarchy']}  distances {info['distances']}"
+                     + ("  (inside the nodes: the tree approximating their links)" if t.has_links else ""))
     else:
         lines.append("not a uniform hierarchy (irregular tree)")
     lines.append("")
@@ -97,7 +86,30 @@ def format_topology(topology: Topology, max_lines: int = 200) -> str:
         folded = len(run) > 1
         for r in reversed(runs):
             stack.append((r[0], indent + 1, r if not folded else r + [-1]))
-    return "\n".join(lines + tree_lines)
+    return "\n".join(lines + tree_lines + _links_lines(t))
+
+
+def _links_lines(t: Topology) -> list[str]:
+    """The true distances of each distinct link matrix (first host using it)."""
+    out: list[str] = []
+    seen: set[int] = set()
+    for node, links in t.node_links.items():
+        if id(links) in seen:
+            continue
+        seen.add(id(links))
+        lo, hi = t.leaf_range(node)
+        rows = t.pe_link_row[lo:hi]
+        k = hi - lo
+        out += ["", f"links inside {t.pe_host[lo]} ({links.source}): true distances between its "
+                f"{k} PEs (the tree above approximates them), egress to other nodes last"]
+        labels = [str(t.pe_device[p] or p) for p in range(lo, hi)]
+        width = max(6, *(len(x) for x in labels)) + 1
+        out.append(" " * width + "".join(f"{x:>{width}}" for x in labels) + f"{'egress':>{width + 1}}")
+        for i in range(k):
+            row = links.distance[rows[i], rows]
+            out.append(f"{labels[i]:>{width}}" + "".join(f"{_number(round(v, 3)):>{width}}" for v in row)
+                       + f"{_number(round(links.egress[rows[i]], 3)):>{width + 1}}")
+    return out
 
 
 def _node_line(t: Topology, node: int, run: list[int]) -> str:
@@ -115,8 +127,12 @@ def _node_line(t: Topology, node: int, run: list[int]) -> str:
     pus = ""
     os_idx = t.pe_os_index[start:stop]
     if not folded and (os_idx >= 0).all() and len(set(t.pe_host[start:stop])) == 1:
-        pus = f"  P#{_ranges(sorted(os_idx.tolist()))}"
+        pus = f"  P#{format_cpulist(os_idx.tolist())}"
     if stop - start == 1 and len(t.children(node)) == 0:
+        device = t.pe_device[start]
+        if device is not None and not folded:
+            cpus = t.pe_cpus[start]
+            pus = f"  {device}" + (f"  cpus {format_cpulist(cpus)}" if cpus else "")
         return f"{prefix}{t.node_kind[node]}{name}{pus}"
     count = f"{stop - start} PE{'s' if stop - start > 1 else ''}{' each' if len(real) > 1 else ''}"
     return f"{prefix}{t.node_kind[node]}{name} ({count}, distance {_number(t.node_distance[node])}){pus}"

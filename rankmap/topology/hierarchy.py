@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from ..limits import MAX_PES
-from .tree import Topology, TreeNode
+from .tree import Topology, TreeNode, format_distance, format_hierarchy  # noqa: F401 (re-exported)
 
 
 def check_levels(arities, distances, what: str = "hierarchy") -> tuple[list[int], list[float]]:
@@ -57,15 +57,6 @@ def parse_hierarchy(hierarchy: str, distances: str | None = None) -> tuple[list[
                         if distances is not None else f"hierarchy {hierarchy!r}")
 
 
-def _fmt(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
-def format_hierarchy(arities, distances) -> tuple[str, str]:
-    """``([4, 16], [1, 10])`` -> ``("4:16", "1:10")``, the inverse of ``parse_hierarchy``."""
-    return ":".join(str(int(a)) for a in arities), ":".join(_fmt(d) for d in distances)
-
-
 def hierarchy_topology(arities, distances, host_prefix: str | None = "node") -> Topology:
     """Build the regular tree of a uniform hierarchy (innermost level first).
     The root's children are hosts named ``host_prefix0``, ``host_prefix1``...
@@ -102,7 +93,7 @@ def to_tleaf(arities, distances) -> str:
     (levels listed from the root down, each with the cost of crossing it)."""
     parts = ["tleaf", str(len(arities))]
     for a, d in zip(reversed(list(arities)), reversed(list(distances))):
-        parts += [str(int(a)), _fmt(d)]
+        parts += [str(int(a)), format_distance(d)]
     return " ".join(parts)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from lxml import etree
@@ -41,6 +42,7 @@ _KIND_OF_TYPE = {"Machine": "machine", "System": "system", "Package": "package",
 _TRANSPARENT = {"L1Cache", "L1iCache", "L2iCache", "L3iCache", "L4Cache", "L5Cache",
                 "MemCache", "Bridge", "PCIDev", "OSDev", "Misc"}
 _MACHINE_TYPES = {"Machine", "System"}
+_IO_TYPES = {"Bridge", "PCIDev", "OSDev"}
 _V1_CACHE_KIND = {2: "L2", 3: "L3"}
 
 
@@ -74,6 +76,11 @@ def _parse_bitmap_attr(elem, attr: str, label: str) -> int | None:
     except ValueError:
         raise ValueError(f"{label}:{elem.sourceline}: bad {attr} {text!r} "
                          "(expected an hwloc bitmap like 0x000000ff,0x00000003)") from None
+
+
+def _gp(elem) -> int | None:
+    text = elem.get("gp_index")
+    return int(text) if text is not None and text.isdigit() else None
 
 
 def _info(elem, name: str) -> str | None:
@@ -198,9 +205,23 @@ def _kind(elem, label: str) -> str | None:
     return canonical_kind(typ)
 
 
+@dataclass
+class IoDevice:
+    """A PCI device found under a CPU object: its OS devices' names and
+    hwloc ids, and the PU slots of the CPU object it hangs off (its
+    locality)."""
+
+    busid: str
+    gp_index: int | None
+    os_devices: list[tuple[str, int | None]]  # (name, gp_index)
+    locality: int = 0
+    sourceline: int | None = None
+
+
 class _Walker:
     """One pass over the object elements: collects level objects with their
-    PU slot masks and the allowed PUs (slot -> OS index)."""
+    PU slot masks and the allowed PUs (slot -> OS index), and the PCI
+    devices with their locality."""
 
     def __init__(self, label: str):
         self.label = label
@@ -208,6 +229,8 @@ class _Walker:
         self.pu_os_index: dict[int, int] = {}
         self.seen_os_index: set[int] = set()
         self.is_root = True
+        self.devices: list[IoDevice] = []
+        self._io_below: list[list[IoDevice]] = [[]]  # per open CPU object: its I/O devices
 
     def walk(self, elem, allowed: int | None) -> int:
         label = self.label
@@ -219,9 +242,13 @@ class _Walker:
         self.is_root = False
         if typ == "PU":
             return self._pu(elem, allowed)
+        if typ in _IO_TYPES:
+            self._io(elem)
+            return 0
         kind = _kind(elem, label)
         mask = 0
         memory_children = []
+        self._io_below.append([])
         for child in elem:
             if child.tag != "object":
                 continue
@@ -229,12 +256,27 @@ class _Walker:
             if child_mask == 0 and child.get("type") == "NUMANode":
                 memory_children.append(child)
             mask |= child_mask
+        for device in self._io_below.pop():
+            device.locality = mask
         for numa in memory_children:
             self._memory_numa(numa, mask)
         if kind is not None and mask:
             name = _info(elem, "HostName") if typ == "Machine" else None
             self.objects.append(CpuObject(kind, mask, name))
         return mask
+
+    def _io(self, elem) -> None:
+        """Bridges, PCI and OS devices hold no PUs; the PCI devices are
+        kept for the nearest CPU object above them (their locality)."""
+        for pci in elem.iter("object"):
+            if pci.get("type") != "PCIDev":
+                continue
+            os_devices = [(d.get("name") or "", _gp(d)) for d in pci
+                          if d.tag == "object" and d.get("type") == "OSDev"]
+            device = IoDevice(pci.get("pci_busid") or "", _gp(pci), os_devices,
+                              sourceline=pci.sourceline)
+            self.devices.append(device)
+            self._io_below[-1].append(device)
 
     def _allowed(self, elem, allowed: int | None) -> int | None:
         for attr in ("cpuset", "allowed_cpuset", "online_cpuset"):

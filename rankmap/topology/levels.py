@@ -13,7 +13,7 @@ Default distance model (cost of one byte between two PEs whose closest shared
 level is this one; see ``DEFAULT_DISTANCES``)::
 
     core 1 < L2 2 < L3 4 < die 6 < numa 8 < package 10 < machine 20
-    < network levels (cluster.DEFAULT_NETWORK_DISTANCE = 100, x4 per level up)
+    < network levels (DEFAULT_NETWORK_DISTANCE = 100, x4 per level up)
 
 A merged node takes the smallest distance of its parts (its PEs share all of
 them, the closest shared resource decides).  Groups and unknown kinds sit
@@ -35,9 +35,11 @@ DEFAULT_DISTANCES: dict[str, float] = {
     "machine": 20.0,
 }
 """Default distance per level kind inside a machine."""
+DEFAULT_NETWORK_DISTANCE = 100.0
+"""Default distance of the first network level above the machines (x4 per level up)."""
 
 # outer-first order of kinds inside a merged label; unknown kinds sort with groups
-_RANK = {"network": -3, "rack": -2, "switch": -1, "system": 0, "machine": 0, "group": 1,
+_RANK = {"network": -3, "rack": -2, "cabinet": -2, "switch": -1, "chassis": -1, "blade": -1, "system": 0, "machine": 0, "group": 1,
          "package": 2, "die": 3, "numa": 4, "L3": 5, "L2": 6, "core": 7, "pu": 8}
 _GROUP_RANK = 1
 

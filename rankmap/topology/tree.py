@@ -239,9 +239,11 @@ class Topology:
         self.pe_cpus = extras.cpus
         self.node_links = extras.links
         self._blocks = None
+        self.pe_link_node = np.full(self.n_pes, -1, dtype=np.int64)  # the node whose links hold PE p
+        self.pe_link_row = np.asarray(extras.rows, dtype=np.int64)  # the row its leaf names, or -1
         if not extras.links:
             return
-        rows = np.asarray(extras.rows, dtype=np.int64)
+        rows = self.pe_link_row
         block = np.full(self.n_pes, -1, dtype=np.int64)
         egress = np.zeros(self.n_pes)
         offset, width, values = [], [], []
@@ -254,6 +256,7 @@ class Topology:
                 raise ValueError(f"{self.node_kind[node]} node {node}: every PE below node links "
                                  f"needs its row of the {k} x {k} matrix")
             block[lo:hi] = b
+            self.pe_link_node[lo:hi] = node
             egress[lo:hi] = links.egress[rows[lo:hi]]
             offset.append(sum(w * w for w in width))
             width.append(k)
@@ -328,6 +331,7 @@ class Topology:
         approx = copy.copy(self)
         approx._blocks = None
         approx.node_links = {}
+        approx.pe_link_node = np.full(self.n_pes, -1, dtype=np.int64)
         return approx
 
     def lca_depth(self, p, q) -> np.ndarray:
@@ -398,8 +402,42 @@ class Topology:
     def __repr__(self) -> str:
         u = self.uniform_hierarchy()
         if u is not None:
-            from .hierarchy import format_hierarchy
-
             s, d = format_hierarchy(*u)
             return f"Topology(hierarchy={s!r}, distances={d!r}, n_pes={self.n_pes})"
         return f"Topology(n_pes={self.n_pes}, depth={self.max_depth}, irregular)"
+
+
+def format_distance(x: float) -> str:
+    """A distance as hierarchy strings write it: ``10``, or ``2.5``."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def format_hierarchy(arities, distances) -> tuple[str, str]:
+    """``([4, 16], [1, 10])`` -> ``("4:16", "1:10")``, the inverse of ``hierarchy.parse_hierarchy``."""
+    return ":".join(str(int(a)) for a in arities), ":".join(format_distance(d) for d in distances)
+
+
+def core_slots(topology) -> np.ndarray:
+    """Slot number of each PE as Open MPI's rankfile reads ``slot=N``: the
+    logical index of its core among its host's cores (cores in tree order,
+    which is hwloc's logical order for a whole node).  A PE with no core
+    above it (hierarchy strings, meshes) is a core of its own."""
+    if not isinstance(topology, Topology):  # a mesh: each PE its own core
+        return topology.slot_in_host()
+    kinds = topology.node_kind
+    is_core = np.fromiter(("core" in k.split("+") for k in kinds), dtype=bool, count=len(kinds))
+    cur = topology.leaf_of_pe.copy()
+    found = is_core[cur]
+    for _ in range(topology.max_depth):
+        move = ~found & (topology.parent[cur] >= 0)
+        if not move.any():
+            break
+        cur[move] = topology.parent[cur[move]]
+        found |= is_core[cur]
+    unit = np.where(found, cur, topology.leaf_of_pe)
+    out = np.empty(topology.n_pes, dtype=np.int64)
+    for host in topology.hosts():
+        pes = np.flatnonzero(topology.pe_host == host)
+        _, index = np.unique(unit[pes], return_inverse=True)  # node ids follow tree order
+        out[pes] = index
+    return out

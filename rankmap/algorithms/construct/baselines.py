@@ -23,7 +23,7 @@ import numpy as np
 from ...graph import CommGraph
 from ...mapping import balance_report
 from ...topology import Topology
-from .. import register
+from ..registry import register
 
 
 def pe_capacity(graph: CommGraph, topology: Topology, eps: float | None) -> np.ndarray:

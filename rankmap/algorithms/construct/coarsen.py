@@ -67,7 +67,7 @@ def heavy_edge_matching(adj: sp.csr_array, weights, max_weight: float, *, group=
     n = adj.shape[0]
     g = np.zeros(n, dtype=np.int64) if group is None else np.asarray(group, dtype=np.int64)
     # random order (Karypis & Kumar): sorting by heaviest edge first lost the
-    # exchange the V-cycles find on fe_4elt2/512 (docs/quality.md)
+    # exchange the V-cycles find on fe_4elt2/512 (docs/methods.md)
     order = np.random.default_rng(seed).permutation(n).astype(np.int64)
     mate = _match(adj.indptr.astype(np.int64), adj.indices.astype(np.int64), np.asarray(adj.data, np.float64),
                   np.asarray(weights, dtype=np.float64), g, order, float(max_weight))

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...graph import CommGraph
 from ...topology import Topology
-from .. import register
+from ..registry import register
 from .baselines import pe_capacity
 
 MAX_TASKS = 4096

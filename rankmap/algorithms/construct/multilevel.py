@@ -4,7 +4,7 @@ Traff, Schulz, "High-Quality Hierarchical Process Mapping", SEA 2020).
 Swap refinement on the tasks stops in local optima that a better mapping
 is only a *group exchange* away from: on fe_4elt2/512 VieM's mapping
 differs from auto's by six coupled tasks of one node traded for six of
-another (docs/quality.md); every single swap on the way loses.  A
+another (docs/methods.md); every single swap on the way loses.  A
 multilevel scheme makes such exchanges moves of a coarse graph.
 
 Targets.  One-to-one on a uniform hierarchy the coarse levels map onto the
@@ -30,8 +30,9 @@ result is never worse than the start.
 Start: multisection of the tasks (KaHIP; itself multilevel), or with
 ``start="coarsest"`` the construction of the paper: coarsen for the
 finest target, map the coarsest graph that still packs into its leaves by
-multisection, uncoarsen with refinement (on the benchmark models worse
-than multisection of the tasks: docs/quality.md).  Irregular trees keep
+multisection, uncoarsen with refinement (J after the V-cycles: 3elt/512
+140666 against 128336 from the multisection start, fe_4elt2/512 221716
+against 224902: neither wins everywhere).  Irregular trees keep
 only the subtree-free steps (start and task level).  All limits are counts,
 so the result is deterministic for a seed.
 """
@@ -47,13 +48,15 @@ from ...graph import CommGraph
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
 from ...topology.hierarchy import hierarchy_topology
-from .. import register
+from ..refine.budgeted import refine_cost, refine_start
 from ..refine.exchange import exchange_refine
 from ..refine.moves import refine_moves
 from ..refine.rebisect import rebisect_pairs
 from ..refine.swaps import DEFAULT_DEPTH, refine_swaps
+from ..registry import register
 from .coarsen import contract, heavy_edge_matching
 from .multisection import multisection_map
+from .slots import place_in_leaves
 
 MAX_CYCLES = 8          # V-cycles at most (they stop earlier once J no longer drops)
 MAX_LEVELS = 16         # matching rounds at most per hierarchy
@@ -119,7 +122,7 @@ class _Target:
         in its leaf keeps its PE, the others take the free ones)."""
         if not self.one_to_one:
             return leaf
-        return _place_in_leaves(leaf, self.group, topology.n_pes, prev_pe)
+        return place_in_leaves(leaf, self.group, topology.n_pes, prev_pe)
 
 
 def _targets(graph: CommGraph, topology: Topology, eps, deadline: Deadline | None = None) -> list:
@@ -176,27 +179,6 @@ def _refine_level(cg: CommGraph, target: _Target, pos, seed: int, depth: int = C
     return pos
 
 
-def _place_in_leaves(leaf_of_task: np.ndarray, group: int, k: int, prev_pe=None) -> np.ndarray:
-    """One-to-one PEs from target leaves of ``group`` PEs: a task still in
-    its leaf keeps its PE (``prev_pe``), the others take the free PEs of
-    their leaf in task order."""
-    n = leaf_of_task.size
-    stay = np.zeros(n, dtype=bool) if prev_pe is None else (prev_pe // group == leaf_of_task)
-    pe = np.full(n, -1, dtype=np.int64)
-    if prev_pe is not None:
-        pe[stay] = prev_pe[stay]
-    used = np.zeros(k, dtype=bool)
-    used[pe[stay]] = True
-    free = np.flatnonzero(~used)
-    movers = np.flatnonzero(~stay)
-    movers = movers[np.argsort(leaf_of_task[movers], kind="stable")]
-    leaves = leaf_of_task[movers]
-    first_free = np.searchsorted(free // group, leaves)  # a leaf's free PEs, in order
-    first_mover = np.searchsorted(leaves, leaves)          # rank of a mover within its leaf
-    pe[movers] = free[first_free + np.arange(movers.size) - first_mover]
-    return pe
-
-
 def _uncoarsen(graph: CommGraph, target: _Target, levels, coarse_pos, seed: int) -> np.ndarray:
     """Refine ``coarse_pos`` (target leaf of each coarsest vertex), then
     project it level by level, refining every level above the tasks;
@@ -211,10 +193,8 @@ def _uncoarsen(graph: CommGraph, target: _Target, levels, coarse_pos, seed: int)
 def _task_level(graph: CommGraph, topology: Topology, pe, seed: int, eps, deadline: Deadline):
     """The finest level: one-to-one the refinement of ``auto`` (best-partner
     swap scans), many-to-one moves and swaps under L_max."""
-    from ..portfolio.one_to_one import _refine_cost, _refine_start
-
     if eps is None and graph.n <= topology.n_pes:
-        pe, _ = _refine_start(graph, topology, pe, _refine_cost(graph, topology, True), seed, deadline)
+        pe, _ = refine_start(graph, topology, pe, refine_cost(graph, topology, True), seed, deadline)
         return pe
     return _refine_level(graph, _Target(graph, topology, eps, deadline=deadline), pe, seed, depth=DEFAULT_DEPTH)
 

@@ -40,7 +40,7 @@ from ...deadline import Deadline
 from ...graph import CommGraph
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
-from .. import register
+from ..registry import register
 from ..pool import fork_server_pool, without_main
 from .partition import (BACKENDS, first_call_seconds, mtkahypar_map, partition_graph, partition_seconds,
                         repair_balance, steiner_seconds)

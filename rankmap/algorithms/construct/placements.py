@@ -17,9 +17,30 @@ from __future__ import annotations
 import numpy as np
 
 from ...topology import Topology
-from .. import register
+from ..registry import register
 from .baselines import pe_capacity
-from .treematch import parse_pe_list
+
+
+def parse_pe_list(value, n_pes: int) -> np.ndarray:
+    """PE ids from a list/array or a string ``"0-3,8,10-11"``; sorted, unique."""
+    if isinstance(value, str):
+        ids: list[int] = []
+        for part in value.replace(" ", "").split(","):
+            if not part:
+                continue
+            lo, _, hi = part.partition("-")
+            try:
+                ids.extend(range(int(lo), int(hi or lo) + 1))
+            except ValueError:
+                raise ValueError(f"allowed_pes: {part!r} is not a PE id or range a-b") from None
+        pes = np.asarray(ids, dtype=np.int64)
+    else:
+        pes = np.asarray(value, dtype=np.int64).ravel()
+    if pes.size == 0:
+        raise ValueError("allowed_pes is empty")
+    if pes.min() < 0 or pes.max() >= n_pes:
+        raise ValueError(f"allowed_pes must lie in 0..{n_pes - 1}")
+    return np.unique(pes)
 
 
 def dealt_slots(topology: Topology, n: int, cap: int, depth: int, allowed=None) -> np.ndarray:

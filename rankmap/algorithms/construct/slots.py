@@ -5,6 +5,10 @@ one-to-one, L_max / weight for equal-weight many-to-one) has ``cap`` slots;
 refinement then only ever swaps the contents of two slots (a task and a task,
 or a task and an empty slot), which keeps every PE load within its bound
 without further checks.
+
+``place_in_leaves`` turns a choice of leaf (a group of PEs) per task into
+one PE per task, the tasks already in their leaf keeping their PEs: the
+multilevel method's projection and the node-pair re-bisection's new split.
 """
 
 from __future__ import annotations
@@ -85,3 +89,24 @@ def _weighted_centre(mesh, nodes, w) -> np.ndarray:
         cum = np.cumsum(w[order])
         out[k] = c[order[np.searchsorted(cum, cum[-1] / 2)], k]
     return out
+
+
+def place_in_leaves(leaf_of_task: np.ndarray, group: int, k: int, prev_pe=None) -> np.ndarray:
+    """One-to-one PEs from target leaves of ``group`` PEs: a task still in
+    its leaf keeps its PE (``prev_pe``), the others take the free PEs of
+    their leaf in task order."""
+    n = leaf_of_task.size
+    stay = np.zeros(n, dtype=bool) if prev_pe is None else (prev_pe // group == leaf_of_task)
+    pe = np.full(n, -1, dtype=np.int64)
+    if prev_pe is not None:
+        pe[stay] = prev_pe[stay]
+    used = np.zeros(k, dtype=bool)
+    used[pe[stay]] = True
+    free = np.flatnonzero(~used)
+    movers = np.flatnonzero(~stay)
+    movers = movers[np.argsort(leaf_of_task[movers], kind="stable")]
+    leaves = leaf_of_task[movers]
+    first_free = np.searchsorted(free // group, leaves)  # a leaf's free PEs, in order
+    first_mover = np.searchsorted(leaves, leaves)          # rank of a mover within its leaf
+    pe[movers] = free[first_free + np.arange(movers.size) - first_mover]
+    return pe

@@ -57,36 +57,15 @@ from ...cost import mapping_cost
 from ...deadline import Deadline
 from ...graph import CommGraph
 from ...topology import Topology
-from .. import register
+from ..registry import register
 from .baselines import pe_capacity
+from .placements import dealt_slots, parse_pe_list
 from ..refine.swaps import swap_refine
 from .treematch_grouping import (MAX_CANDIDATES, aggregate, extend, group_processes, n_candidates,
                                  refine_partition)
 
 _LEAF = 0
 FINAL_N2_MAX_TASKS = 256  # final refinement: all pairs up to here, then graph neighbours (depth 1)
-
-
-def parse_pe_list(value, n_pes: int) -> np.ndarray:
-    """PE ids from a list/array or a string ``"0-3,8,10-11"``; sorted, unique."""
-    if isinstance(value, str):
-        ids: list[int] = []
-        for part in value.replace(" ", "").split(","):
-            if not part:
-                continue
-            lo, _, hi = part.partition("-")
-            try:
-                ids.extend(range(int(lo), int(hi or lo) + 1))
-            except ValueError:
-                raise ValueError(f"allowed_pes: {part!r} is not a PE id or range a-b") from None
-        pes = np.asarray(ids, dtype=np.int64)
-    else:
-        pes = np.asarray(value, dtype=np.int64).ravel()
-    if pes.size == 0:
-        raise ValueError("allowed_pes is empty")
-    if pes.min() < 0 or pes.max() >= n_pes:
-        raise ValueError(f"allowed_pes must lie in 0..{n_pes - 1}")
-    return np.unique(pes)
 
 
 def _choice(value, name: str, allowed: tuple[str, ...]) -> str:
@@ -339,8 +318,6 @@ def _final_refinement(graph, topology, pe_of_task, depth, cap: int, allowed, see
     placements (same PEs, same tasks per PE) are refined too when their J is
     lower, and the lowest J is kept.  Loads stay within ``cap`` tasks per PE
     (one-to-one: swaps only)."""
-    from .placements import dealt_slots  # placements imports this module
-
     eps = None
     if cap > 1:  # moves allowed too: eps whose L_max is ``cap`` tasks (equal weights)
         w = graph.vertex_weights
@@ -365,5 +342,6 @@ def _final_refinement(graph, topology, pe_of_task, depth, cap: int, allowed, see
 
 @register("treematch", "TreeMatch (Jeannot & Mercier): bottom-up grouping by level arity, any tree, "
                        "then swap refinement (final_refine=false: as published)")
-def treematch(graph, topology, *, seed=0, eps=None, **options):
+def treematch(graph, topology, *, seed=0, eps=None, time_limit=None, **options):
+    # a budget plans nothing here (TreeMatch's work is fixed); map_tasks's deadline bounds the call
     return treematch_map(graph, topology, seed=seed, eps=eps, **options)

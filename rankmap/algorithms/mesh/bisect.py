@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 from ...graph import CommGraph
 from ...topology.mesh import MeshTopology
-from .. import register
+from ..registry import register
 from ..construct.baselines import pe_capacity
 from ..construct.multisection import _task_counts
 from ..construct.partition import partition_graph, repair_balance

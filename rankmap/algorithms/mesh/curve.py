@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...topology.mesh import MeshTopology
-from .. import register
+from ..registry import register
 from ..construct.baselines import pe_capacity
 
 

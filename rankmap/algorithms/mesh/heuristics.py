@@ -12,8 +12,8 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
   most bytes to them), at the centroid of their nodes.  The centroid is the
   paper's: "placed close to the centroid of the processors on which its
   neighbors have been placed" (sec. IV, Algorithm 1), each placed neighbour
-  counting once, whatever its bytes (a byte-weighted centroid, tried in
-  session 2, gave 3.43 vs 3.28 hops per byte at 1024 tasks on 32x32).  The
+  counting once, whatever its bytes (a byte-weighted centroid gives 3.43
+  against 3.28 hops per byte at 1024 tasks on 32x32).  The
   paper's algorithm is 2-D-mesh only; in torus dimensions we take the mean
   on the circle, since the plain mean of neighbours on both sides of the
   wrap lands on the far side of the ring (8x8x4 torus, 256 tasks: 2.60
@@ -62,7 +62,7 @@ from ...deadline import Deadline
 from ...graph import CommGraph
 from ...layout import check_coordinates, infer_coordinates, layout_method, load_coordinates
 from ...topology.mesh import MeshTopology
-from .. import METHODS, register
+from ..registry import METHODS, register
 from ..construct.baselines import pe_capacity
 from .nearest import FreeNodeTree, SpiralSearch
 from ..refine.swaps import swap_refine

@@ -39,11 +39,12 @@ import numpy as np
 from ...cost import mapping_cost
 from ...deadline import Deadline, slowness
 from ...mapping import DEFAULT_EPS, validate_mapping
-from .. import METHODS
-from .one_to_one import _first_use, _refine_cost, _refine_depth, budget_seconds
-from ..refine.moves import move_refine
 from ..construct.multisection import multisection_map
+from ..refine.budgeted import refine_cost, refine_depth
+from ..refine.moves import move_refine
 from ..refine.swaps import swap_refine
+from ..registry import METHODS
+from .budget import budget_seconds, first_use
 
 # seconds (same units as auto's model: a core of its own on the 2-core
 # development machine) per partitioning call and per (task + edge) x
@@ -116,7 +117,7 @@ def plan_many(graph, topology, time_limit: float | None, seed: int = 0) -> tuple
     runs += [ms(backend, "strong" if backend == "kahip" else "fast", seed + i, slack=s)
              for i in range(2, 6) for s in (True, False) for backend in ("kahip", "mtkahypar")]
     moves = _move_cost(graph, topology)
-    spent = _refine_cost(graph)  # the final swap refinement of the best
+    spent = refine_cost(graph)  # the final swap refinement of the best
     chosen = []
     for opts in runs:
         cost = _run_cost(graph, topology, opts) + moves
@@ -150,7 +151,7 @@ def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
         if best_pe is not None and deadline.expired():
             break
         cost = _run_cost(graph, topology, opts) + moves
-        if best_pe is not None and not deadline.allows((cost + _first_use(opts)) * slowness(began, spent)):
+        if best_pe is not None and not deadline.allows((cost + first_use(opts)) * slowness(began, spent)):
             continue  # it would end after the deadline
         spent += cost
         try:
@@ -163,6 +164,6 @@ def auto_many(graph, topology, *, seed: int = 0, eps: float | None = None,
             best_pe, best_j = pe, j
     if best_pe is None:
         raise ValueError("auto: no candidate method could map this instance")
-    refined = swap_refine(graph, topology, best_pe, depth=_refine_depth(graph.n), seed=seed, eps=eps,
+    refined = swap_refine(graph, topology, best_pe, depth=refine_depth(graph.n), seed=seed, eps=eps,
                           deadline=deadline)
     return refined if mapping_cost(graph, topology, refined) < best_j else best_pe

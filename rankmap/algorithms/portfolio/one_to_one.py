@@ -31,9 +31,9 @@ uses a free PE).
 
 Without a ``time_limit`` the budget is DEFAULT_EFFORT times the work of
 one KaHIP eco multisection plus a refinement (VieM's default run; beyond
-N2_MAX_TASKS tasks plus the V-cycles), at most
-DEFAULT_TIME_LIMIT seconds: on the benchmark models longer budgets gave
-about the same J at several times the time (docs/quality.md).
+N2_MAX_TASKS tasks plus the V-cycles), at most DEFAULT_TIME_LIMIT seconds
+(``budget.py``): on 21 benchmark models a 10 s budget gave J 0.9995 of
+the default budget's at 5.4 times the time.
 
 Budget and determinism: a work model (tasks, edges, tree nodes; fitted
 on an idle core of the development machine) prices every start before it
@@ -72,36 +72,29 @@ import numpy as np
 from ...cost import mapping_cost
 from ...deadline import Deadline, slowness
 from ...topology import Topology
-from .. import METHODS, register
+from ..refine.budgeted import (N2_MAX_TASKS, REFINE_PASSES, memory_factor, refine_cost, refine_start,
+                               scan_seconds)
 from ..refine.cycles import cycle_refine
 from ..refine.exact_groups import MAX_PIECES, exact_group_refine
 from ..refine.moves import move_refine
 from ..refine.rebisect import rebisect_pairs, top_subtree_size
-from ..refine.swaps import refine_around, refine_swaps
+from ..refine.swaps import refine_around
+from ..registry import METHODS, register
+from .budget import budget_seconds, first_use
 
-DEFAULT_TIME_LIMIT = 10.0  # seconds: the most auto plans without a time_limit ...
-DEFAULT_EFFORT = 1.6       # ... which is this many times a VieM-like run's work (budget_of)
-N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
+DEFAULT_EFFORT = 1.6  # without a time_limit auto plans this many times a VieM-like run's work (budget_of)
 
-# seconds per unit of work, fitted on an idle core of the development
-# machine (2 cores) to 24 models of n = 64 ... 2048 tasks on 4:16:k, each
-# start and its refinement timed alone (relative error of a fitted term
-# mostly within 0.7-1.4x)
+# seconds per unit of work of the starts, fitted like the refinement's prices (refine/budgeted.py: an idle
+# core of the development machine, 24 models of 64-2048 tasks on 4:16:k, each start timed alone)
 _PER_PARTITION_CALL = {("kahip", "fast"): 1.7e-4, ("kahip", "eco"): 3.1e-4, ("kahip", "strong"): 1.5e-3,
                        ("mtkahypar", "fast"): 5.9e-4}  # Mt-KaHyPar 1 thread, deterministic presets ...
 _PER_EDGE_LEVEL = {("kahip", "fast"): 1.75e-6, ("kahip", "eco"): 5e-6, ("kahip", "strong"): 1.45e-5,
                    ("mtkahypar", "fast"): 1.33e-5}  # ... which cost the same for every preset
 _TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge
-_PER_PAIR_EDGE = 2e-8      # compiled swap refinement: one neighbour of one pair looked at
-_PER_SCAN_STEP = 1.7e-9    # refine_around: one task scan costs n * depth + m of these
-_CACHED_TASKS = 12_000    # ... up to about this many tasks (beyond: _memory_factor)
 _PER_KICK = 1.2e-4         # one kick's fixed cost (kick, J, pair lists) ...
 _PER_KICK_EDGE = 1e-8      # ... plus this per edge
 _PER_CYCLE_TASK = 4e-5     # one round of cyclic exchanges (refine/cycles.py), per task (0.2 s cpu for
                            # 10 rounds on a 512-task model at load ~80: cpu time, which the load leaves alone)
-MARGIN = 1.5  # the fits hold on the models they came from; a stencil of 2^11-2^16 tasks
-              # ran up to 2x slower, and the same machine 30% slower an hour later
-_REFINE_PASSES = 4    # typical passes until no gain from a good start
 FREE_PE_ROUNDS = 4    # fewer tasks than PEs: move/swap alternations at the end
 _ML_CYCLES = 2              # multilevel on the best so far: V-cycles expected (it stops when one does not gain) ...
 _PER_ML_TASK = 1.2e-5       # ... each FM and coarsening work per task and tree level, plus a task-level refinement
@@ -121,9 +114,9 @@ _PER_PIECE = 1e-5     # ... one unit of its work, a piece (column) of a node's L
                       # (5-8e-6 s on mesh nodes of 2-18k pieces, where the LP's 10-15 ms a node weigh most, 2-3e-6 s on
                       # dense ones of 70k; a branch and bound counts BRANCH_WORK units per piece on top, see
                       # refine/exact_groups.py)
-REBISECT_SHARE = 0.3  # the node-pair re-bisection after the search: this share of the budget on top (0.1
-                      # until session 9: 0.3 lowered J on 8 and 10 of the 89 benchmark rows at seeds 0
-                      # and 2, raised it on none) ...
+REBISECT_SHARE = 0.3  # the node-pair re-bisection after the search: this share of the budget on top (against
+                      # 0.1 it lowers J on 8 and 10 of the 89 benchmark rows at seeds 0 and 2, raises it on
+                      # none) ...
 MIN_REBISECT_PAIRS = 1  # ... and at least the heaviest pair up to N2_MAX_TASKS tasks ...
 REBISECT_PRESET, REBISECT_SEEDS = "eco", 3  # ... each by KaHIP eco with this many seeds (with the slack of
                                             # refine/rebisect.py, 3 seeds of eco found what strong finds on
@@ -138,13 +131,6 @@ START_PATIENCE = 2    # ... later ones stop after this many in a row that return
 IDLE_STARTS = 4       # ... or this many in a row without a gain
 
 
-def budget_seconds(time_limit: float | None) -> float:
-    """``time_limit`` (None: DEFAULT_TIME_LIMIT) in the work model's
-    seconds: MARGIN below it, so a slower instance or machine stays near the
-    limit."""
-    return (DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)) / MARGIN
-
-
 def budget_of(graph, topology, time_limit: float | None) -> float:
     """auto's budget in the work model's seconds.  A ``time_limit`` sets it
     (``budget_seconds``); without one it is DEFAULT_EFFORT times the work of
@@ -154,42 +140,13 @@ def budget_of(graph, topology, time_limit: float | None) -> float:
     at the top cut (``_top_by_both``), at most
     DEFAULT_TIME_LIMIT's budget: beyond the first starts,
     the multilevel V-cycles and a short local search, further starts and
-    kicks rarely lower J (docs/quality.md)."""
+    kicks rarely lower J (the module docstring)."""
     if time_limit is not None:
         return budget_seconds(time_limit)
-    work = _multisection_cost(graph, topology, "kahip", "eco") + _refine_cost(graph, topology, True)
+    work = _multisection_cost(graph, topology, "kahip", "eco") + refine_cost(graph, topology, True)
     if graph.n > N2_MAX_TASKS:  # a start's refinement costs about a multisection: pay for the V-cycles too
         work += _multilevel_cost(graph, topology)
     return min(budget_seconds(None), DEFAULT_EFFORT * work + _mtkahypar_top_cost(graph, topology))
-
-
-def _refine_depth(n: int):
-    return "n2" if n <= N2_MAX_TASKS else 10
-
-
-def _memory_factor(n: int) -> float:
-    """How much slower a pair or a scan gets once the per-task arrays leave
-    the cache: (n / 12,000)^0.85 beyond 12,000 tasks (pairs per second on a
-    stencil at 2^13, 2^14, 2^15, 2^16 tasks: 5.4, 3.9, 2.2, 1.25 million)."""
-    return max(1.0, (n / _CACHED_TASKS) ** 0.85)
-
-
-def _pair_seconds(graph) -> float:
-    """Estimated seconds per pair the compiled swap search evaluates: the
-    unit that turns its (deterministic) pair counts into budget time."""
-    return (2 + 2 * graph.symmetric.nnz / max(graph.n, 1)) * _PER_PAIR_EDGE * _memory_factor(graph.n)
-
-
-def _refine_cost(graph, topology=None, one_to_one: bool = False) -> float:
-    """Estimated seconds of the refinement of one start (``_refine_start``):
-    about two scans per task for best-partner scans (one-to-one), else
-    _REFINE_PASSES passes over the neighbourhood's pairs (also what
-    auto_many's final refinement costs)."""
-    n = graph.n
-    if one_to_one and n <= N2_MAX_TASKS:
-        return 2 * n * _scan_seconds(graph, topology)
-    pairs = n * (n - 1) / 2 if n <= N2_MAX_TASKS else min(n * 128, graph.symmetric.nnz * 40)
-    return _REFINE_PASSES * pairs * _pair_seconds(graph)
 
 
 def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
@@ -209,7 +166,7 @@ def _rebisect_pair_cost(graph, topology, preset: str = "strong") -> float | None
     bisection = _bisection_cost(graph, topology, preset)
     if bisection is None:
         return None
-    scans = 2 * _rebisect_scans(graph, topology, preset) * _scan_seconds(graph, topology)
+    scans = 2 * _rebisect_scans(graph, topology, preset) * scan_seconds(graph, topology)
     return _REBISECT_SCALE[preset] * (bisection + scans)
 
 
@@ -238,7 +195,7 @@ def _rebisect_scans(graph, topology, preset: str) -> int:
     if bisection is None:
         return 0
     pair_tasks = 2 * top_subtree_size(topology)
-    return max(pair_tasks, int(np.ceil(bisection / (2 * _scan_seconds(graph, topology)))))
+    return max(pair_tasks, int(np.ceil(bisection / (2 * scan_seconds(graph, topology)))))
 
 
 def _steiner_cost(graph, topology) -> float:
@@ -286,7 +243,7 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> l
             ms("kahip", "strong", seed), ms("mtkahypar", "fast", seed + 2)]
     for i in range(1, 5):  # further seeds of both: on 2048 tasks the cuts of different seeds spread by 5-7%
         runs += [ms("kahip", "strong", seed + i), ms("mtkahypar", "fast", seed + 2 + i)]
-    # last: on the 16 + 5 benchmark instances of docs/quality.md it was never the best start (refined:
+    # last: on 16 graph models and 5 traffic matrices of the quality set it was never the best start (refined:
     # 1.004-1.005 x the best); GreedyAllC is not a start at all (refined: 1.05-2.06 x the best)
     runs.append(("treematch", {"seed": seed}, treematch_cost))
     return [r for r in runs if r[0] in METHODS]
@@ -294,20 +251,20 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> l
 
 def _multilevel_cost(graph, topology) -> float:
     """Estimated seconds of the multilevel V-cycles on the best start."""
-    return _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK + _refine_cost(graph, topology, True))
+    return _ML_CYCLES * (graph.n * max(topology.max_depth, 1) * _PER_ML_TASK + refine_cost(graph, topology, True))
 
 
 def _eco_first(graph, topology, budget: float | None) -> bool:
     """Beyond N2_MAX_TASKS tasks a start's refinement (N_C^10) costs about as
     much as the multisection, so few starts fit, and KaHIP eco's cut is worth
     more there than a second start: on add20, data, 3elt at 2048 tasks eco +
-    refinement + V-cycles gave J 0.971-0.994 of fast + the same (docs/quality.md).
+    refinement + V-cycles gave J 0.971-0.994 of fast + the same.
     Only when ``budget`` pays for eco, the given order and the V-cycles,
     each refined; otherwise fast, as below N2_MAX_TASKS."""
     if budget is None or graph.n <= N2_MAX_TASKS:
         return False
     need = _multisection_cost(graph, topology, "kahip", "eco") + _multilevel_cost(graph, topology) \
-        + 3 * _refine_cost(graph, topology, True)
+        + 3 * refine_cost(graph, topology, True)
     return need <= budget
 
 
@@ -375,7 +332,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     them in this order and skips one that no longer fits once the counted
     refinement work is known."""
     budget = budget_of(graph, topology, time_limit)
-    refine = _refine_cost(graph, topology, graph.n <= topology.n_pes)
+    refine = refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
     for name, opts, cost in _ordered(candidates(graph, topology, seed, budget), budget, graph.n):
         if chosen and spent + cost + refine > _start_budget(budget, len(chosen)):
@@ -421,14 +378,14 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
         return METHODS["mesh_auto"].fn(graph, topology, seed=seed, eps=eps, time_limit=time_limit, deadline=deadline,
                                         **options)
     if eps is not None or graph.n > topology.n_pes:  # many tasks per PE: a portfolio of its own
-        from .many_to_one import auto_many
+        from .many_to_one import auto_many  # loaded only for many tasks per PE
 
         return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=workers,
                          deadline=deadline)
     best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE
     best_j = mapping_cost(graph, topology, best_pe)
     budget = budget_of(graph, topology, time_limit)
-    refine = _refine_cost(graph, topology, True)
+    refine = refine_cost(graph, topology, True)
     spent, idle, repeats, tried = 0.0, 0, 0, 0
     began, spent_then = time.monotonic(), 0.0  # the pace is measured from the second start on
     starts, _ = plan(graph, topology, time_limit, seed)
@@ -449,7 +406,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
             cost += (opts["max_pairs"] - 1) * pair
         if tried >= DIVERSE_STARTS and (repeats >= START_PATIENCE or idle >= IDLE_STARTS):
             break  # converged: the stronger presets keep finding the same J, or none does better
-        if tried and not deadline.allows((cost + _first_use(opts)) * slowness(began, spent - spent_then)):
+        if tried and not deadline.allows((cost + first_use(opts)) * slowness(began, spent - spent_then)):
             continue  # it would end after the deadline (the first start is cut inside instead)
         run_seed = opts.pop("seed")
         if name == "multisection":  # the plan and the result do not depend on it
@@ -466,9 +423,9 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
             # pays for, and the one a deadline cuts last), the first start in the given order's place
             deferred, pe = (pe if given_later else None), np.arange(graph.n, dtype=np.int64)
         # the first start gets at least about one refinement pass, whatever the budget
-        floor = refine / _REFINE_PASSES if not tried else 0.0
+        floor = refine / REFINE_PASSES if not tried else 0.0
         tried += 1
-        pe, work = _refine_start(graph, topology, pe, max(budget - spent, floor), run_seed, deadline)
+        pe, work = refine_start(graph, topology, pe, max(budget - spent, floor), run_seed, deadline)
         spent += work
         j = mapping_cost(graph, topology, pe)
         gain = j < best_j * (1 - 1e-9)
@@ -490,22 +447,13 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
     return best_pe
 
 
-def _first_use(opts: dict) -> float:
-    """Seconds a start pays once per process before it partitions anything:
-    Mt-KaHyPar's import and thread pool (uninterruptible, so priced before
-    a deadline lets the start run)."""
-    from ..construct.partition import first_call_seconds
-
-    return first_call_seconds(opts.get("backend", ""))
-
-
 def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed: int, deadline: Deadline):
     """Re-bisection of the top-level subtree pairs with the most traffic
     between them (``refine/rebisect.py``, REBISECT_PRESET with
     REBISECT_SEEDS seeds), as many as ``budget``
     (estimated seconds) pays for, at least MIN_REBISECT_PAIRS up to
     N2_MAX_TASKS tasks: the 26-task group Mt-KaHyPar's mapping of add32/256
-    puts on the other node of a pair (docs/quality.md) is out of reach of
+    puts on the other node of a pair (``benchmarks/quality_witness.py``) is out of reach of
     swaps, the V-cycles' FM and the kicks, and the heaviest pair alone
     finds it (with KaHIP's slack, J 0.967 x).  Returns the mapping, its J and the work's estimated seconds;
     never a higher J."""
@@ -533,7 +481,7 @@ def cycle_exchanges(graph, topology, pe_of_task, j: float, budget: float, seed: 
     none), then swap refinement
     around the moved tasks; returns the mapping, its J and the work's
     estimated seconds.  Never a higher J."""
-    per_round = graph.n * _PER_CYCLE_TASK * _memory_factor(graph.n)
+    per_round = graph.n * _PER_CYCLE_TASK * memory_factor(graph.n)
     rounds = max(int(budget / per_round), MIN_CYCLE_ROUNDS if graph.n <= N2_MAX_TASKS else 0)
     if rounds < 1:
         return pe_of_task, j, 0.0
@@ -563,10 +511,10 @@ def _settle(graph, topology, before, j: float, pe, removed: float, work: float, 
     J did not drop."""
     if removed <= 0:
         return before, j, work
-    cap = max(int((budget - work) / _scan_seconds(graph, topology)), 1)
+    cap = max(int((budget - work) / scan_seconds(graph, topology)), 1)
     pe, scans, cj = refine_around(graph, topology, pe, np.flatnonzero(pe != before), seed=seed,
                                   max_scans=cap, deadline=deadline)
-    work += scans * _scan_seconds(graph, topology)
+    work += scans * scan_seconds(graph, topology)
     return (pe, cj, work) if cj < j else (before, j, work)
 
 
@@ -582,35 +530,9 @@ def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int, deadline: De
         moved = move_refine(graph, topology, pe, eps=None, seed=seed + r, deadline=deadline)
         if mapping_cost(graph, topology, moved) >= j * (1 - 1e-12):
             break
-        pe, _ = _refine_start(graph, topology, moved, _refine_cost(graph, topology, True), seed + r, deadline)
+        pe, _ = refine_start(graph, topology, moved, refine_cost(graph, topology, True), seed + r, deadline)
         j = mapping_cost(graph, topology, pe)
     return pe, j
-
-
-def _refine_start(graph, topology, pe_of_task, budget: float, seed: int, deadline: Deadline):
-    """Swap refinement of a one-to-one start within ``budget`` estimated
-    seconds of counted work; returns the mapping and the work's estimated
-    seconds.  Up to N2_MAX_TASKS the quadratic neighbourhood by best
-    partner scans (``refine_around`` with every task active; 5-10x less
-    work than first-improvement passes over all pairs, local optima of the
-    same strength on the benchmark starts); beyond, ``refine_swaps`` on
-    N_C^10.  Both stop early at the ``deadline``."""
-    n = graph.n
-    if n <= N2_MAX_TASKS:
-        per_scan = _scan_seconds(graph, topology)
-        pe, scans, _ = refine_around(graph, topology, pe_of_task, np.arange(n), seed=seed,
-                                     max_scans=max(int(budget / per_scan), n), deadline=deadline)
-        return pe, scans * per_scan
-    per_pair = _pair_seconds(graph)
-    pe, stats = refine_swaps(graph, topology, pe_of_task, depth=_refine_depth(n), seed=seed,
-                             max_evaluations=max(int(budget / per_pair), n), deadline=deadline)
-    return pe, stats.evaluated * per_pair
-
-
-def _scan_seconds(graph, topology) -> float:
-    """Estimated seconds of one task scan of ``refine_around``."""
-    return (graph.n * max(int(topology.max_depth), 1) + graph.symmetric.nnz) * _PER_SCAN_STEP \
-        * _memory_factor(graph.n)
 
 
 def kick(graph, pe_of_task, rng: np.random.Generator, size: int = KICK_TASKS) -> np.ndarray:
@@ -648,7 +570,7 @@ def iterated_search(graph, topology, pe_of_task, j, *, seed: int, budget: float 
     deadline = Deadline.of(deadline)
     rng = np.random.default_rng([seed, 7])
     best_pe, best_j, last_gain = pe_of_task, j, 0
-    per_scan = _scan_seconds(graph, topology)
+    per_scan = scan_seconds(graph, topology)
     per_kick = _PER_KICK + graph.symmetric.nnz * _PER_KICK_EDGE
     patience = max(PATIENCE, COVER_TOUCHES * graph.n // KICK_TASKS)
     spent, r = 0.0, 0

@@ -28,7 +28,7 @@ import numpy as np
 
 from ...cost import all_link_loads
 from ...topology import MeshTopology, Topology
-from .. import METHODS, register
+from ..registry import METHODS, register
 from ..construct.slots import SlotTable, candidate_slots
 
 

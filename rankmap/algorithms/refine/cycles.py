@@ -4,7 +4,7 @@ A peer's better mapping can differ from auto's only inside the nodes: on
 data/128 Mt-KaHyPar puts the same tasks on every node as auto does but
 groups one node's tasks better into its groups of 4 cores, by moving five
 pairs of coupled tasks around a cycle of five groups (0 -> 9 -> 8 -> 1 ->
-3 -> 0, ``benchmarks/quality_witness.py``, docs/quality.md).  Every group
+3 -> 0, ``benchmarks/quality_witness.py data 2 --peer mtkahypar``).  Every group
 keeps its four tasks, so no step of it is a swap, three of the five pair
 moves lose when made alone, and FM between two groups
 (``refine/exchange.py``) never closes the cycle.

@@ -14,7 +14,7 @@ whether any split beats the current one (often not), and where its
 optimum is integral it is the optimal split: either way the branch and
 bound is skipped.  On the one-node benchmark rows it proved the best J
 optimal or found a lower one that swaps, kicks and cycles had not reached
-(data/64, crack/64; docs/quality.md).
+(data/64, crack/64; docs/results/quality-one-to-one.md).
 
 The branch and bound is limited by a node count (repeatable) and by the
 deadline (a cut keeps the best split found, if it is better).

@@ -4,7 +4,7 @@
 A one-to-one mapping keeps every subtree full, so a better top-level cut is
 often only an *exchange* away: six tightly coupled tasks of node A for six
 of node B (what VieM's mapping of fe_4elt2/512 shows against auto's, see
-docs/quality.md).  No single swap gains there; FM does: it moves tasks one
+docs/methods.md).  No single swap gains there; FM does: it moves tasks one
 at a time between the two blocks, the best gain first, lets the loads
 drift from their capacity (by one task, and in a second pass by up to
 MAX_DRIFT tasks), locks every moved task,

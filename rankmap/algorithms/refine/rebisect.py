@@ -2,7 +2,7 @@
 
 A peer's better mapping can differ from auto's by one large connected
 group of tasks traded between two nodes (add32/256 against Mt-KaHyPar,
-``benchmarks/quality_witness.py``, docs/quality.md): a better cut between
+``benchmarks/quality_witness.py add32 4 --peer mtkahypar``): a better cut between
 two nodes that neither swaps nor the V-cycles' FM exchanges (clusters of at
 most a quarter of a node, loads drifting by a few tasks) reach.  A strong bisection of the two
 nodes' tasks together does: KaHIP on the union with a little slack
@@ -23,6 +23,7 @@ from ...deadline import Deadline
 from ...graph import CommGraph
 from ...topology import Topology
 from ..construct.partition import partition_graph
+from ..construct.slots import place_in_leaves
 from .swaps import refine_around
 
 SLACK = 0.03  # imbalance KaHIP may use on a pair before the exact counts are restored: on auto's mapping of
@@ -78,8 +79,6 @@ def rebisect_pairs(graph: CommGraph, topology: Topology, pe_of_task, *, preset: 
     split when J after a swap refinement around the pair's tasks (at most
     ``max_scans`` task scans per orientation) drops; never returns a higher
     J than ``pe_of_task``."""
-    from ..construct.multilevel import _place_in_leaves
-
     deadline = Deadline.of(deadline)
     pe = np.asarray(pe_of_task, dtype=np.int64).copy()
     size = top_subtree_size(topology)
@@ -105,7 +104,7 @@ def rebisect_pairs(graph: CommGraph, topology: Topology, pe_of_task, *, preset: 
                     part = _exact_split(sub, 1 - part, count_b)
                 leaf = base // size
                 leaf[union] = np.where(part == 1, b, a)
-                cand = _place_in_leaves(leaf, size, topology.n_pes, base)
+                cand = place_in_leaves(leaf, size, topology.n_pes, base)
                 cand, _, cj = refine_around(graph, topology, cand, union, seed=s, max_scans=max_scans,
                                              deadline=deadline)
                 if cj < j * (1 - 1e-12):

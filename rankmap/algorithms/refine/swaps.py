@@ -45,7 +45,7 @@ from ...graph import CommGraph
 from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
-from .. import register
+from ..registry import register
 
 BATCH = 32768
 DEFAULT_DEPTH = 10

@@ -1,0 +1,81 @@
+"""Swap refinement of a one-to-one start within a counted budget.
+
+auto refines every start it makes, and the multilevel method its task
+level, the same way: up to N2_MAX_TASKS tasks the quadratic neighbourhood
+by best-partner scans (``refine_around`` with every task active; 5-10x less
+work than first-improvement passes over all pairs, local optima of the same
+strength on the benchmark starts), beyond it ``refine_swaps`` on N_C^10.
+The work is counted (task scans, pairs evaluated) and priced by the work
+model below, so a budget in seconds becomes a count and the result depends
+only on the instance, the seed and the budget.
+
+The prices are seconds per unit of work, fitted on an idle core of the
+development machine (2 cores) to 24 models of n = 64 ... 2048 tasks on
+4:16:k, each start and its refinement timed alone (relative error of a
+fitted term mostly within 0.7-1.4x).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...deadline import Deadline
+from .swaps import refine_around, refine_swaps
+
+N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
+REFINE_PASSES = 4    # typical passes until no gain from a good start
+_PER_PAIR_EDGE = 2e-8      # compiled swap refinement: one neighbour of one pair looked at
+_PER_SCAN_STEP = 1.7e-9    # refine_around: one task scan costs n * depth + m of these
+_CACHED_TASKS = 12_000    # ... up to about this many tasks (beyond: memory_factor)
+
+
+def refine_depth(n: int):
+    """The swap neighbourhood for ``n`` tasks: all pairs, or N_C^10."""
+    return "n2" if n <= N2_MAX_TASKS else 10
+
+
+def memory_factor(n: int) -> float:
+    """How much slower a pair or a scan gets once the per-task arrays leave
+    the cache: (n / 12,000)^0.85 beyond 12,000 tasks (pairs per second on a
+    stencil at 2^13, 2^14, 2^15, 2^16 tasks: 5.4, 3.9, 2.2, 1.25 million)."""
+    return max(1.0, (n / _CACHED_TASKS) ** 0.85)
+
+
+def pair_seconds(graph) -> float:
+    """Estimated seconds per pair the compiled swap search evaluates: the
+    unit that turns its (deterministic) pair counts into budget time."""
+    return (2 + 2 * graph.symmetric.nnz / max(graph.n, 1)) * _PER_PAIR_EDGE * memory_factor(graph.n)
+
+
+def scan_seconds(graph, topology) -> float:
+    """Estimated seconds of one task scan of ``refine_around``."""
+    return (graph.n * max(int(topology.max_depth), 1) + graph.symmetric.nnz) * _PER_SCAN_STEP \
+        * memory_factor(graph.n)
+
+
+def refine_cost(graph, topology=None, one_to_one: bool = False) -> float:
+    """Estimated seconds of the refinement of one start (``refine_start``):
+    about two scans per task for best-partner scans (one-to-one), else
+    REFINE_PASSES passes over the neighbourhood's pairs (also what
+    auto_many's final refinement costs)."""
+    n = graph.n
+    if one_to_one and n <= N2_MAX_TASKS:
+        return 2 * n * scan_seconds(graph, topology)
+    pairs = n * (n - 1) / 2 if n <= N2_MAX_TASKS else min(n * 128, graph.symmetric.nnz * 40)
+    return REFINE_PASSES * pairs * pair_seconds(graph)
+
+
+def refine_start(graph, topology, pe_of_task, budget: float, seed: int, deadline: Deadline):
+    """Swap refinement of a one-to-one start within ``budget`` estimated
+    seconds of counted work; returns the mapping and the work's estimated
+    seconds.  Both neighbourhoods stop early at the ``deadline``."""
+    n = graph.n
+    if n <= N2_MAX_TASKS:
+        per_scan = scan_seconds(graph, topology)
+        pe, scans, _ = refine_around(graph, topology, pe_of_task, np.arange(n), seed=seed,
+                                     max_scans=max(int(budget / per_scan), n), deadline=deadline)
+        return pe, scans * per_scan
+    per_pair = pair_seconds(graph)
+    pe, stats = refine_swaps(graph, topology, pe_of_task, depth=refine_depth(n), seed=seed,
+                             max_evaluations=max(int(budget / per_pair), n), deadline=deadline)
+    return pe, stats.evaluated * per_pair
