@@ -482,12 +482,33 @@ TINY = b"0 1 5\n1 0 3\n"
 QUICK = ["--method", "identity", "--eps", "100"]  # reading is what is tested: any machine fits
 
 
+XNAMES = "".join(f"nid{i:06d} x100{i // 4}c0s{i % 4}b0n0\n" for i in range(8)).encode()
+#: the network descriptions --switches reads: (sample, hosts it names, the name it is read under)
+NETWORKS = [(DATA / "slurm/topology.conf", "dev[0-17]", "fabric.conf"),
+            (DATA / "slurm/fabrics.conf", "tux[0-7]", "fabric.conf"),
+            (DATA / "slurm/block.conf", "node[1-40]", "fabric.conf"),
+            (DATA / "slurm/topology.yaml", "node[01-04]", "fabric.yaml"),
+            (XNAMES, "nid[000000-000007]", "xnames")]
+
+
 def _switches_case(draw) -> Case:
-    conf, hosts = draw(st.sampled_from([("topology.conf", "dev[0-17]"), ("fabrics.conf", "tux[0-7]")]))
-    data = mutate(draw, (DATA / "slurm" / conf).read_bytes())
-    return Case({"g.edges": TINY, "fabric.conf": data},
-                ["map", "{d}/g.edges", "--hosts", hosts, "--switches", "{d}/fabric.conf",
-                 "--hierarchy", "2", *QUICK], ("fabric.conf",))
+    sample, hosts, name = draw(st.sampled_from(NETWORKS))
+    data = mutate(draw, sample if isinstance(sample, bytes) else sample.read_bytes())
+    return Case({"g.edges": TINY, name: data},
+                ["map", "{d}/g.edges", "--hosts", hosts, "--switches", f"{{d}}/{name}",
+                 "--hierarchy", "2", *QUICK], (name,))
+
+
+GPU_NODE_FILE = (b"gpu-node\ngpu rocr:0 cpus=0-3 nic\ngpu rocr:1 cpus=4-7\ngpu rocr:2\n"
+                 b"bandwidth\n0 200 0\n200 0 50\n0 50 0\n")
+
+
+def _gpu_node_case(draw) -> Case:
+    sample = draw(st.sampled_from([GPU_NODE_FILE, GPU_NODE_FILE.replace(b"bandwidth", b"distance"),
+                                   "nvidiaDGX2.v2.xml", "power8gpudistances.v3.xml"]))
+    data = sample if isinstance(sample, bytes) else (DATA / "topologies" / sample).read_bytes()
+    return Case({"g.edges": TINY, "gpu.node": mutate(draw, data)},
+                ["map", "{d}/g.edges", "--gpu-node", "{d}/gpu.node", *QUICK], ("gpu.node",))
 
 
 def _hostfile_case(draw) -> Case:
@@ -719,7 +740,10 @@ def families() -> list[Family]:
         Family("topology-file", _topology_file_case, covers=("topology:file",),
                about="cluster files, tleaf, hierarchy and mesh lines mutated"),
         Family("switches", _switches_case, covers=("topology:switches",),
-               about="Slurm topology.conf mutated, read by map --switches"),
+               about="network descriptions (topology.conf tree and block, topology.yaml, xname "
+                     "files) mutated, read by map --switches"),
+        Family("gpu-node", _gpu_node_case, covers=("topology:gpu-node",),
+               about="GPU node files and hwloc XML with GPUs mutated, read by map --gpu-node"),
         Family("hierarchy", _hierarchy_case, covers=("topology:hierarchy",),
                about="hierarchy and distance strings generated"),
         Family("hostfile", _hostfile_case, covers=("hosts:file",),

@@ -28,8 +28,8 @@ def test_every_reader_and_launch_format_has_a_family():
     covered = {c for f in FAMILIES.values() for c in f.covers}
     assert set(GRAPH_FORMATS) <= covered
     assert {f"launch:{k}" for k in LAUNCH_FORMATS} <= covered
-    assert {"topology:hwloc", "topology:file", "topology:switches", "topology:hierarchy",
-            "hosts:file", "hosts:list", "generated"} <= covered
+    assert {"topology:hwloc", "topology:file", "topology:switches", "topology:gpu-node",
+            "topology:hierarchy", "hosts:file", "hosts:list", "generated"} <= covered
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -203,3 +203,13 @@ def test_a_cluster_file_names_the_line_of_a_file_it_cannot_read():
     cluster = b"cluster\nhierarchy 8:2 distances 1:10\nnodes dev[0-3]\nswitches fabri.conf\n"
     assert _only({"m.topo": cluster}, ["topo", "--topology", "{d}/m.topo"],
                  ("m.topo:4: ",)) == ("refused", None)
+
+
+def test_a_dumpi_index_pointing_past_any_file_is_refused():
+    path, files = trace_samples()["dumpi"][0]
+    data = bytearray(files["dumpi/testtrace-0003.bin"])
+    at = data.rfind(bytes.fromhex("ffaadd44554d5049"))  # the index after the last magic
+    data[at + 8:at + 16] = b"\xff" * 8  # its first offset: 2^64 - 1
+    outcome, problem = _only({**files, "dumpi/testtrace-0003.bin": bytes(data)},
+                             ["show", f"{{d}}/{path}"], ("testtrace-0003.bin: DUMPI index points outside",))
+    assert (outcome, problem) == ("refused", None)
