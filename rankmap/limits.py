@@ -21,10 +21,11 @@ MAX_INT = 1 << 62
 #: seeds are 63-bit: numpy's generators take them, the partitioners' C-int
 #: seeds are folded from them
 MAX_SEED = (1 << 63) - 1
-#: the most bytes (or messages) a communication graph may hold in all: J
-#: multiplies them by distances and sums them, which must stay a finite
-#: float (about 1.8e308) for any distances a machine file gives
+#: the most bytes (or messages) a communication graph may hold in all, and
+#: the largest distance a machine may give: J, bytes times distances summed,
+#: stays below MAX_TOTAL * MAX_DISTANCE = 1e300, a finite float (about 1.8e308)
 MAX_TOTAL = 1e250
+MAX_DISTANCE = 1e50
 
 
 def check_readable(path) -> None:

@@ -232,7 +232,7 @@ for label, opts, token in (
         ("hier-float", ["--hierarchy", "2:2.5"], "hierarchy"), ("hier-text", ["--hierarchy", "a:b"], "hierarchy"),
         ("hier-empty", ["--hierarchy", ""], "hierarchy"), ("hier-int64", ["--hierarchy", "99999999999999999999:2"], "hierarchy"),
         *[(f"dist-{v}", ["--hierarchy", "2:2", "--distances", f"1:{v}"], "distances")
-          for v in ("nan", "inf", "-inf", "1e400", "-1", "x")],
+          for v in ("nan", "inf", "-inf", "1e400", "1e60", "-1", "x")],
         ("dist-levels", ["--hierarchy", "2:2", "--distances", "1:2:3"], "distances"),
         ("small-machine", ["--hierarchy", "2:1"], "4 ranks but the machine has 2 slots on 1 host"),
         ("small-machine-eps", ["--hierarchy", "2:1", "--eps", "0.03"], "id.txt"),
