@@ -41,7 +41,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cpulist import format_cpulist, parse_cpulist
+from .cpulist import MAX_CPU, format_cpulist, parse_cpulist
 
 BINDINGS_FILE = "bindings"
 HEADER = "# rankmap bindings: line per rank, read by rankmap-bind\n# rank host cpus device\n"
@@ -116,7 +116,7 @@ def _parse(path: Path, no: int, words: list[str]) -> Binding:
     if len(words) != 4:
         raise ValueError(f"{where}: expected 'rank host cpus device', got {' '.join(words)[:60]!r}")
     rank_text, host, cpus, device = words
-    if not rank_text.isdigit():
+    if not rank_text.isdecimal():
         raise ValueError(f"{where}: rank {rank_text[:20]!r} is not a number")
     try:
         _check_cpus(cpus)
@@ -167,8 +167,8 @@ def binding_of(path, rank: int, who: str | None = None) -> tuple[Binding, int]:
 
 def _check_cpus(cpus: str) -> None:
     if cpus.startswith("@"):
-        if not cpus[1:].isdigit():
-            raise ValueError(f"logical core {cpus[:20]!r} is not @ and a number")
+        if not cpus[1:].isdecimal() or int(cpus[1:]) >= MAX_CPU:
+            raise ValueError(f"logical core {cpus[:20]!r} is not @ and a core number")
         return
     try:
         if not parse_cpulist(cpus):

@@ -6,9 +6,14 @@ every rank of a job and must start fast.
 
 from __future__ import annotations
 
+#: CPU numbers are below this (hwloc's PU indices are too): a range such as
+#: ``0-99999999999`` is refused before a set of its members is made
+MAX_CPU = 1 << 24
+
 
 def parse_cpulist(text: str) -> set[int]:
-    """Linux CPU list ``"0-3,8,10-11"`` -> set of CPU numbers."""
+    """Linux CPU list ``"0-3,8,10-11"`` -> set of CPU numbers (each below
+    ``MAX_CPU``)."""
     out: set[int] = set()
     for part in text.strip().split(","):
         part = part.strip()
@@ -18,11 +23,11 @@ def parse_cpulist(text: str) -> set[int]:
         try:
             if sep:
                 first, last = int(lo), int(hi)
-                if first < 0 or last < first:
+                if first < 0 or last < first or last >= MAX_CPU:
                     raise ValueError
                 out.update(range(first, last + 1))
             else:
-                if int(lo) < 0:
+                if not 0 <= int(lo) < MAX_CPU:
                     raise ValueError
                 out.add(int(lo))
         except ValueError:

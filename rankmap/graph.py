@@ -4,7 +4,10 @@ Directed byte counts B[u, v] (and message counts) in CSR, O(n + m) memory.
 Algorithms mostly want the symmetric view S = B + B^T (traffic in either
 direction costs the same on a tree); partitioners want integer weights.
 Self-traffic never crosses a link and is dropped on construction; the bytes
-dropped are kept in ``self_bytes`` so readers can say so.
+dropped are kept in ``self_bytes`` so readers can say so.  Counts must be
+finite and sum to at most ``limits.MAX_TOTAL``: J multiplies them by
+distances, so a matrix whose entries sum past that is refused (``GraphError``)
+instead of turning every cost into infinity or NaN.
 """
 
 from __future__ import annotations
@@ -12,6 +15,13 @@ from __future__ import annotations
 from functools import cached_property
 
 import numpy as np
+
+from .limits import MAX_TOTAL
+
+
+class GraphError(ValueError):
+    """Counts no communication graph can hold (negative, not finite, a sum
+    past ``MAX_TOTAL``); readers add the file's name."""
 
 
 class CommGraph:
@@ -32,7 +42,7 @@ class CommGraph:
     def __init__(self, bytes_matrix, messages=None, vertex_weights=None, name: str = ""):
         row, col, val, n = _triples(bytes_matrix, "communication matrix")
         self._n = n
-        self._b, self.self_bytes = _csr(row, col, val, n, "communication matrix has negative byte counts")
+        self._b, self.self_bytes = _csr(row, col, val, n, "byte counts")
         self._bytes = None
         self.messages = messages
         if vertex_weights is None:
@@ -41,8 +51,8 @@ class CommGraph:
             w = np.asarray(vertex_weights, dtype=np.float64)
             if w.shape != (n,):
                 raise ValueError(f"vertex_weights has {w.size} entries for {n} tasks")
-            if np.any(w < 0):
-                raise ValueError("vertex weights must be non-negative")
+            if not np.all((w >= 0) & (w < np.inf)):
+                raise GraphError("vertex weights must be finite and non-negative")
             self.vertex_weights = w
         self.name = name
 
@@ -105,7 +115,7 @@ class CommGraph:
             row, col, val, n = _triples(matrix, "message matrix")
             if n != self._n:
                 raise ValueError(f"message matrix shape {(n, n)} != byte matrix shape {(self._n, self._n)}")
-            self._m, _ = _csr(row, col, val, n, "message matrix has negative counts")
+            self._m, _ = _csr(row, col, val, n, "message counts")
 
     @cached_property
     def symmetric(self):
@@ -207,9 +217,18 @@ def _triples(matrix, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int
     return row.astype(np.int64, copy=False), col.astype(np.int64, copy=False), val, shape[0]
 
 
-def _csr(row, col, val, n: int, negative: str):
+def _csr(row, col, val, n: int, what: str):
     """Canonical CSR ``(indptr, indices, data)`` of the triples (repeats
-    summed, diagonal and zeros dropped, sorted) and the diagonal's total."""
+    summed, diagonal and zeros dropped, sorted) and the diagonal's total;
+    ``what`` the values are, for the errors."""
+    if val.size and not np.all(np.isfinite(val)):
+        raise GraphError(f"{what} must be finite numbers, not {val[~np.isfinite(val)][0]!r}")
+    with np.errstate(over="ignore"):
+        total = float(np.abs(val).sum())
+    if not total <= MAX_TOTAL:
+        amount = "past the float range" if total == np.inf else f"to {total:.4g}"
+        raise GraphError(f"{what} sum {amount}, more than the {MAX_TOTAL:.0e} rankmap handles "
+                         "(bytes x distance must stay a finite number): give them in a larger unit")
     order = np.lexsort((col, row))
     row, col, val = row[order], col[order], val[order]
     if row.size:
@@ -220,7 +239,7 @@ def _csr(row, col, val, n: int, negative: str):
         starts = np.flatnonzero(first)
         row, col, val = row[starts], col[starts], np.add.reduceat(val, starts)
     if val.size and val.min() < 0:
-        raise ValueError(negative)
+        raise GraphError(f"{what} must not be negative")
     diagonal = row == col
     self_total = float(val[diagonal].sum())
     keep = ~diagonal & (val != 0)

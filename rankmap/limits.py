@@ -11,10 +11,21 @@ import stat
 
 #: the most tasks (ranks, graph vertices) an input may declare
 MAX_TASKS = 1 << 26
-#: the most PEs a machine description may expand to
-MAX_PES = 1 << 26
+#: the most PEs a machine description may expand to: a few bytes of text
+#: (``hierarchy 4096:4096:4``) expand to a tree of about 800 bytes per PE
+#: (measured: 2^20 PEs 0.8 GB and 8 s, 2^22 PEs 3.2 GB and 43 s on a loaded
+#: 2-core machine), so this bound, not the file's size, caps the memory
+MAX_PES = 1 << 21
 #: integers beyond this are refused before numpy sees them (int64 arrays)
 MAX_INT = 1 << 62
+#: seeds are 63-bit: numpy's generators take them, the partitioners' C-int
+#: seeds are folded from them
+MAX_SEED = (1 << 63) - 1
+#: the most bytes (or messages) a communication graph may hold in all, and
+#: the largest distance a machine may give: J, bytes times distances summed,
+#: stays below MAX_TOTAL * MAX_DISTANCE = 1e300, a finite float (about 1.8e308)
+MAX_TOTAL = 1e250
+MAX_DISTANCE = 1e50
 
 
 def check_readable(path) -> None:

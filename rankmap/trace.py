@@ -35,6 +35,7 @@ import json
 import os
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -144,8 +145,10 @@ class Trace:
         """The machine the job ran on, restricted to the ranks' slots, or None.
 
         Needs every host's hwloc XML (recorded at run time) and rankmap's
-        hwloc/cluster readers.  Slots: the first CPU of each rank's binding
-        when the bindings are distinct, else every CPU the ranks may run on.
+        hwloc/cluster readers.  One slot per rank: on the first CPU of each
+        rank's binding when the bindings are distinct, else spread over the
+        CPUs each rank may run on (ranks that shared CPUs share slots' PEs,
+        as many slots on each host as it ran ranks).
         """
         return self.topology_and_placement()[0]
 
@@ -169,7 +172,7 @@ class Trace:
         order = [h for h in dict.fromkeys(hosts) if h is not None]
         if not order or any(self.host_topology_xml.get(h) is None for h in order):
             return None, None
-        if any(b is None for b in bindings):
+        if any(not b for b in bindings):
             return None, None
         try:
             trees = [(h, read_hwloc_xml(self.host_topology_xml[h])) for h in order]
@@ -258,8 +261,11 @@ def is_trace(path) -> bool:
         return any(p.glob("*" + SUFFIX))
     if not p.is_file() or not zipfile.is_zipfile(p):
         return False
-    with zipfile.ZipFile(p) as z:
-        return _MARKER + ".npy" in z.namelist()
+    try:
+        with zipfile.ZipFile(p) as z:
+            return _MARKER + ".npy" in z.namelist()
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError):  # the reader says how
+        return False
 
 
 def read_trace(path, *, warn_missing: bool = True) -> Trace:
@@ -321,10 +327,10 @@ def _read_file(path: Path) -> Trace:
                 raise ValueError(f"{path}: trace version {version!r} is newer than this "
                                  f"rankmap reads ({VERSION}); upgrade rankmap")
             a = {k: _member(path, z, n) for k, n in names.items() if k != _MARKER}
-    except (OSError, zipfile.BadZipFile, EOFError) as exc:
-        if isinstance(exc, FileNotFoundError):
+    except (OSError, zipfile.BadZipFile, EOFError, zlib.error, NotImplementedError) as exc:
+        if isinstance(exc, FileNotFoundError):  # NotImplementedError: an unknown compression
             raise
-        raise ValueError(f"{path}: not a rankmap trace ({exc})") from None
+        raise ValueError(_damaged(path, exc)) from None
     try:
         trace = _build(_checked_meta(meta, path), a, str(path))
     except KeyError as exc:
@@ -336,6 +342,21 @@ def _read_file(path: Path) -> Trace:
         if i.status in UNFINISHED and mtime > i.t_end:
             trace.info[r] = i._replace(t_end=mtime)
     return trace
+
+
+def _damaged(path: Path, exc: BaseException) -> str:
+    """Why a trace file's zip cannot be read, and how to get the trace back."""
+    with open(path, "rb") as fh:
+        zip_start = fh.read(4) == b"PK\x03\x04"
+    merge = f"rankmap merge {path}{PARTS_SUFFIX} -o {path}"  # where the run kept its parts
+    if zip_start and "not a zip file" in str(exc):  # a zip ends with its directory: cut short
+        return (f"{path}: truncated (the zip directory at its end is missing: a copy cut short, or "
+                f"a run that died while writing it); a run's trace is rebuilt from its per-rank "
+                f"parts with '{merge}'")
+    if zip_start:
+        return (f"{path}: damaged ({exc}); a run's trace is rebuilt from its per-rank parts with "
+                f"'{merge}'")
+    return f"{path}: not a rankmap trace ({exc})"
 
 
 def _member(path: Path, z: zipfile.ZipFile, name: str) -> np.ndarray:
@@ -431,7 +452,7 @@ def _build(meta: dict, a: dict, source: str) -> Trace:
     edges = {}
     for kind in KINDS:
         count = a[f"{kind}_src"].size
-        e = {"src": _array(source, a, f"{kind}_src", count, low=-1, high=n - 1).astype(np.int64),
+        e = {"src": _array(source, a, f"{kind}_src", count, low=0, high=n - 1).astype(np.int64),
              "dst": _array(source, a, f"{kind}_dst", count, low=-1, high=n - 1).astype(np.int64),
              "phase": _array(source, a, f"{kind}_phase", count, low=0,
                              high=len(meta["phases"]) - 1).astype(np.int32),

@@ -80,11 +80,12 @@ def check_distributed(graph, topo) -> None:
     assert infos[1, 2].rounds >= infos[1, 0].rounds + 2
     ok("distributed settings")
 
-    # the settings of rank 0 are used on every rank
-    pe, info = reorder(distributed=True, multilevel=False, replicas=1 if RANK == 0 else 5,
-                       kicks=2 if RANK == 0 else 0)
-    assert (info.rounds, info.swaps) == (infos[1, 2].rounds, infos[1, 2].swaps)
-    ok("root settings")
+    # settings that differ between ranks are the same error on every rank
+    msg = expect_value_error(reorder, distributed=True, multilevel=False,
+                             replicas=1 if RANK == 0 else 5, kicks=2 if RANK == 0 else 0)
+    assert "differ between ranks: replicas=5, kicks=0 on rank 1, replicas=1, kicks=2 on rank 0" \
+        in msg, msg
+    ok("differing settings")
 
     # the centralised path's refine="rounds" runs the same rounds in one process
     pe, info = reorder(distributed=False, method="identity", refine="rounds", replicas=1, kicks=2)

@@ -20,7 +20,7 @@ from tests.mpi_util import check_killed_run, run_mpi
 pytestmark = pytest.mark.mpi
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
 #: cases run with the fault on every rank, and those where only rank 0 can be faulty
-EVERY_RANK = 25
+EVERY_RANK = 39
 RANK0_ONLY = 7
 
 

@@ -128,6 +128,12 @@ for label, header in (("n-1e12", "1000000000000 4 1"), ("m-1e12", "4 10000000000
     text = CLEAN["metis"][1].replace("4 4 1\n", header + "\n", 1)
     case(f"metis-header-{label}", {"g.graph": text}, ["convert", "{g.graph}", "-o", "{out.edges}"],
          ("error", "g.graph"))
+for label, header, first in (("vertex-weight-negative", "4 4 11", "-3 2 5 4 7"),
+                             ("vertex-weight-nan", "4 4 11", "nan 2 5 4 7")):
+    text = CLEAN["metis"][1].replace("4 4 1\n", header + "\n", 1).replace("2 5 4 7", first, 1)
+    text = text.replace("1 5 3 6", "1 1 5 3 6").replace("2 6 4 8", "1 2 6 4 8").replace("1 7 3 8", "1 1 7 3 8")
+    case(f"metis-header-{label}", {"g.graph": text}, ["convert", "{g.graph}", "-o", "{out.edges}"],
+         ("error", "g.graph"))
 for label, size in (("nnz-1e12", "4 4 1000000000000"), ("n-1e12", "1000000000000 1000000000000 4"),
                     ("n-huge", "99999999999999999999 99999999999999999999 4"),
                     ("rect", "4 5 4"), ("nnz-neg", "4 4 -1"), ("nnz-float", "4 4 4.5"),
@@ -143,11 +149,30 @@ for label, text in (("array-1e6", "%%MatrixMarket matrix array real general\n100
                     ("kind", "%%MatrixMarket matrix coordinate complex general\n4 4 0\n")):
     case(f"mtx-{label}", {"g.mtx": text}, ["convert", "{g.mtx}", "-o", "{out.edges}"],
          ("error", "g.mtx"))
+for label, text in (("array-comma", "%%MatrixMarket matrix array real general\n2 2\n1,2\n3\n4\n5\n"),
+                    ("array-lone-comma", "%%MatrixMarket matrix array real general\n2 2\n,\n3\n4\n5\n"),
+                    ("array-extra", "%%MatrixMarket matrix array real general\n2 2\n1 2 3\n4\n5\n"),
+                    ("coordinate-comma", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1,2 3\n"),
+                    ("coordinate-commas", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1,2,3 4\n"),
+                    ("size-comma", "%%MatrixMarket matrix coordinate real general\n2,2 1\n1 2 3\n")):
+    case(f"mtx-{label}", {"g.mtx": text}, ["convert", "{g.mtx}", "-o", "{out.edges}"],
+         ("error", "g.mtx"))
+case("mtx-same-array-several-per-line",
+     {"g.mtx": "%%MatrixMarket matrix array real general\n4 4\n"
+               + "\n".join(" ".join(str(int(x)) for x in col) for col in DENSE.T) + "\n"},
+     ["convert", "{g.mtx}", "-o", "{out.edges}"], ("same", "mtx"))
 for label, text in (("ragged", "0 5 0\n5 0\n"), ("not-square", "0 1 2\n1 0 2\n"),
-                    ("letters", "0 x\n1 0\n")):
+                    ("letters", "0 x\n1 0\n"),
+                    ("sum-past-float", "0 1e308 1e308\n1e308 0 1e308\n1e308 1e308 0\n"),
+                    ("sum-past-limit", "0 1e300\n1e300 0\n"),
+                    ("header-wrong-width", "a b c\n0 5\n5 0\n")):
     case(f"dense-{label}", {"g.mat": text}, ["convert", "{g.mat}", "-o", "{out.edges}"],
          ("error", "g.mat"))
-for label, text in (("five-fields", "0 1 5 1 9\n"), ("msgs-neg", "0 1 5 -1\n"),
+for label, text in (("hex-ranks", "0x0 0x1 5\n0x1 0x2 6\n0x2 0x3 8\n0x3 0x0 7\n"),
+                    ("hex-rank-after-decimal", "0 1 5\n0x1 0x2 6\n"),
+                    ("exponent-rank", "1e1 2 5\n"), ("float-rank", "1.0 2 5\n"),
+                    ("header-not-edge-columns", "a,b,c,d\n0,1,2,3\n1,0,2,3\n2,2,0,3\n3,3,3,0\n"),
+                    ("five-fields", "0 1 5 1 9\n"), ("msgs-neg", "0 1 5 -1\n"),
                     ("msgs-frac", "0 1 5 1.5\n"), ("msgs-hex", "0 1 5 0x10\n"),
                     ("msgs-nan", "0 1 5 nan\n"), ("rank-beyond-int64", "0 9223372036854775808 5\n"),
                     ("two-fields", "0 1\n")):
@@ -207,9 +232,10 @@ for label, opts, token in (
         ("hier-float", ["--hierarchy", "2:2.5"], "hierarchy"), ("hier-text", ["--hierarchy", "a:b"], "hierarchy"),
         ("hier-empty", ["--hierarchy", ""], "hierarchy"), ("hier-int64", ["--hierarchy", "99999999999999999999:2"], "hierarchy"),
         *[(f"dist-{v}", ["--hierarchy", "2:2", "--distances", f"1:{v}"], "distances")
-          for v in ("nan", "inf", "-inf", "1e400", "-1", "x")],
+          for v in ("nan", "inf", "-inf", "1e400", "1e60", "-1", "x")],
         ("dist-levels", ["--hierarchy", "2:2", "--distances", "1:2:3"], "distances"),
-        ("small-machine", ["--hierarchy", "2:1"], "id.txt"),
+        ("small-machine", ["--hierarchy", "2:1"], "4 ranks but the machine has 2 slots on 1 host"),
+        ("small-machine-eps", ["--hierarchy", "2:1", "--eps", "0.03"], "id.txt"),
         ("mesh-zero", ["--mesh", "0x4"], "mesh"), ("mesh-huge", ["--mesh", "100000x100000x100000"], "mesh"),
         ("mesh-text", ["--mesh", "4xa"], "mesh"), ("torus-neg", ["--torus", "-2x2"], "torus"),
         *[(f"cores-{v}", ["--mesh", "2x2", "--cores", v], "--cores") for v in ("0", "-1", "x", "1.5")],
@@ -248,6 +274,7 @@ XML_BAD = {
     "diff-escape": '<?xml version="1.0"?><topologydiff refname="../../etc/passwd"></topologydiff>',
     "diff-not-xml": '<?xml version="1.0"?><topologydiff refname="g.edges"></topologydiff>',
     "no-pus": '<?xml version="1.0"?><topology version="2.0"><object type="Machine" os_index="0"/></topology>',
+    "nul-byte": NODE_XML.replace("{pu1}", "1").replace('<object type="Package"', '<obj\x00ect type="Package"', 1),
 }
 for label, text in XML_BAD.items():
     case(f"hwloc-{label}", {**GRAPH, "node.xml": text}, [*EVAL, "--topology", "{node.xml}"],
@@ -488,3 +515,62 @@ def test_hostile_input(tmp_path, request, files, argv, expect):
 def test_corpus_size():
     """The corpus covers every format and option class (a few hundred cases)."""
     assert len(CASES) >= 250
+
+
+# ------------------------------------------------------------- read or refused, said which
+def test_csv_with_a_text_header_is_read_as_what_the_user_says(tmp_path):
+    """A square table under a header of column labels could be a 4 x 4
+    matrix or a 4-line edge list: refused in auto detection (naming both
+    ways out), read as a matrix with --format dense, as edges with --format
+    edges; a header naming edge-list columns is read as an edge list."""
+    table = "a,b,c,d\n0,1,2,3\n1,0,2,3\n2,2,0,3\n3,3,3,0\n"
+    (tmp_path / "t.csv").write_text(table)
+    rc, _out, err = run_cli(["convert", tmp_path / "t.csv", "-o", tmp_path / "o.edges"])
+    assert rc == 2 and "t.csv:1:" in err and "--format edges or --format dense" in err
+    rc, _out, err = run_cli(["convert", tmp_path / "t.csv", "--format", "dense", "-o",
+                             tmp_path / "o.mtx"])
+    assert rc == 0, err
+    assert "4 4 12" in (tmp_path / "o.mtx").read_text()  # 12 off-diagonal entries
+    rc, _out, err = run_cli(["convert", tmp_path / "t.csv", "--format", "edges", "-o",
+                             tmp_path / "o.edges"])
+    assert rc == 0, err
+    assert (tmp_path / "o.edges").read_text().splitlines()[1:] == ["0 1 2 3", "1 0 2 3"]
+    (tmp_path / "e.csv").write_text("Sender,Receiver,Bytes\n" + CLEAN["edges"][1].replace(" ", ","))
+    rc, _out, err = run_cli(["convert", tmp_path / "e.csv", "-o", tmp_path / "e.edges"])
+    assert rc == 0, err
+    assert (tmp_path / "e.edges").read_text().count("\n") == 5
+
+
+def test_hex_ranks_are_refused_naming_the_line(tmp_path):
+    (tmp_path / "g.edges").write_text("0x0 0x1 5\n0x1 0x2 6\n")
+    rc, _out, err = run_cli(["convert", tmp_path / "g.edges", "-o", tmp_path / "o.edges"])
+    assert rc == 2 and "g.edges:1: rank '0x0' is not a decimal integer" in err
+
+
+def test_truncated_trace_says_truncated_and_how_to_rebuild(tmp_path):
+    clean_trace().write(tmp_path / "clean.rmtrace.npz")
+    data = (tmp_path / "clean.rmtrace.npz").read_bytes()
+    for name in ("run.rmtrace.npz", "run.npz"):
+        (tmp_path / name).write_bytes(data[: len(data) // 2])
+        for argv in (["show", tmp_path / name], ["map", tmp_path / name, *MACHINE]):
+            rc, _out, err = run_cli(argv)
+            assert rc == 2 and len(err.strip().splitlines()) == 1, err
+            assert f"{name}: truncated" in err, err
+            assert f"rankmap merge {tmp_path / name}.parts -o {tmp_path / name}" in err, err
+
+
+def test_xml_error_with_a_nul_byte_is_one_line(tmp_path):
+    (tmp_path / "node.xml").write_bytes(NODE_XML.replace("{pu1}", "1").encode().replace(
+        b"<object type=\"Package\"", b"<obj\x00ect type=\"Package\"", 1))
+    rc, _out, err = run_cli(["topo", "--xml", tmp_path / "node.xml"])
+    assert rc == 2 and err.count("\n") == 1 and "node.xml:" in err and "malformed XML" in err
+    assert "column" not in err  # libxml2's own second line is folded into the first
+
+
+def test_byte_counts_past_the_float_range_are_refused_before_mapping(tmp_path):
+    n = 16
+    (tmp_path / "big.mat").write_text("".join(
+        " ".join("0" if i == j else "1e307" for j in range(n)) + "\n" for i in range(n)))
+    for method in ("multisection", "treematch", "auto"):
+        rc, _out, err = run_cli(["map", tmp_path / "big.mat", "--hierarchy", "4:4", "--method", method])
+        assert rc == 2 and "big.mat: byte counts sum past the float range" in err, err

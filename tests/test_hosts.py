@@ -202,8 +202,11 @@ def test_map_json_names_the_files_and_commands(tmp_path, capsys):
 def test_map_with_hostfile_and_slurm_environment(tmp_path, capsys, monkeypatch):
     out = tmp_path / "order.hydra"
     assert main(["map", str(TRAFFIC), "--hostfile", str(SLURM / "mpich.hosts"), "--hierarchy", "16",
-                 "--method", "greedy", "-o", str(out), "--as", "hydra"]) == 0
-    assert "64 tasks" in capsys.readouterr().out  # 4 slots: many tasks per slot
+                 "--method", "greedy", "-o", str(out), "--as", "hydra"]) == 2
+    assert "64 ranks but the machine has 4 slots on 2 host(s)" in capsys.readouterr().err
+    assert main(["map", str(TRAFFIC), "--hostfile", str(SLURM / "mpich.hosts"), "--hierarchy", "16",
+                 "--method", "greedy", "-o", str(out), "--as", "hydra", "--eps", "0.03"]) == 0
+    assert "64 tasks" in capsys.readouterr().out  # 4 slots: many tasks per slot, as asked
     assert {line.split(":")[0] for line in out.read_text().split()} == {"cn01", "cn02"}
     monkeypatch.setenv("SLURM_JOB_NODELIST", "tux[0-3]")
     monkeypatch.setenv("SLURM_TASKS_PER_NODE", "16(x4)")

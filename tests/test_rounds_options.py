@@ -21,7 +21,7 @@ HEAVY_YIELD = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}  # oversubscribed ranks slee
 @pytest.mark.mpi
 def test_reorder_comm_and_map_distributed_options_under_mpiexec():
     proc = run_mpi(8, [SCRIPT], timeout=90, env=HEAVY_YIELD)
-    for name in ("distributed settings", "root settings", "centralised rounds",
+    for name in ("distributed settings", "differing settings", "centralised rounds",
                  "bad reorder_comm values", "bad map_distributed values", "in step after errors"):
         assert f"CHECK {name} ok" in proc.stdout, f"{name}:\n{proc.stdout}\n{proc.stderr}"
     assert "ALL DONE" in proc.stdout

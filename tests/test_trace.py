@@ -123,7 +123,7 @@ def test_show_plot_before_and_after_a_mapping(tmp_path, capsys):
     assert png.stat().st_size > 1000
     (tmp_path / "short").write_text("a\nb\n")
     assert cli(["show", str(path), "--plot", str(png), "--mapping", str(tmp_path / "short")]) == 2
-    assert "short: 2 lines for a trace of 4 ranks" in capsys.readouterr().err
+    assert "short: 2 lines for a job of 4 ranks" in capsys.readouterr().err
     assert cli(["show", str(path), "--mapping", str(tmp_path / "perm")]) == 2
     assert "--mapping goes with --plot" in capsys.readouterr().err
 

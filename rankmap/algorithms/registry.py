@@ -100,6 +100,12 @@ def register(name: str, description: str, machines: tuple = ("tree",)):
     return deco
 
 
+def is_method(name) -> bool:
+    """Whether ``name`` names a mapping method, importing nothing: each rank
+    of ``reorder_comm`` checks its argument, one rank maps."""
+    return isinstance(name, str) and (name in _MODULE_OF or dict.__contains__(METHODS, name))
+
+
 def method_names(topology=None) -> list[str]:
     """All method names, or those that map onto ``topology``'s kind."""
     if topology is None:

@@ -101,6 +101,12 @@ def console() -> None:
     raise SystemExit(code)
 
 
+def one_line(message: str) -> str:
+    """An error message as the one line a user reads (a library's message
+    may carry line breaks)."""
+    return " ".join(message.split())
+
+
 def main(argv=None) -> int:
     started = time.monotonic()
     if argv is None:  # the program's entry: the command started with the process
@@ -124,7 +130,7 @@ def main(argv=None) -> int:
         if args.debug:
             raise
         msg = str(exc) if not isinstance(exc, KeyError) else f"missing {exc}"
-        print(f"rankmap {args.command}: error: {msg}", file=sys.stderr)
+        print(f"rankmap {args.command}: error: {one_line(msg)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rankmap: interrupted", file=sys.stderr)

@@ -76,6 +76,10 @@ def add_topology_arguments(parser) -> None:
                    help="the network above the hosts: Slurm's topology.conf (tree or block plugin) "
                         "or topology.yaml (FILE:NAME picks a topology), or a file of 'HOST XNAME' "
                         "lines (Cray); hosts named by Cray xnames (x1000c0s0b0n0) need none")
+    h.add_argument("--slots", type=values.count(1), default=None, metavar="N",
+                   help="ranks per host for the hosts named without a count (default: every PE "
+                        "of the --hierarchy/--topology node; without those, as many as the trace "
+                        "ran on that host, or on each of its hosts for a host it did not run on)")
 
 
 def load_graph(args) -> CommGraph:
@@ -110,6 +114,8 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
         raise UserError("--distances needs --hierarchy")
     if args.hosts and args.hostfile:
         raise UserError("give --hosts or --hostfile, not both")
+    if args.slots is not None and not (args.hosts or args.hostfile or args.switches):
+        raise UserError("--slots counts ranks per host of --hosts or --hostfile")
     trace = _trace(graph_source, args)
     if args.hosts or args.hostfile or args.switches:
         if mesh or torus:
@@ -150,30 +156,83 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
 def _cluster_of_hosts(args, trace) -> Topology:
     """The machine of --hosts/--hostfile/--switches: hosts (from the option,
     else the Slurm allocation, else the trace) each a copy of one node tree,
-    under the switches of a topology.conf when given."""
+    under the switches of a topology.conf when given.
+
+    The slots of a host named without a count: ``--slots``; else every PE
+    of the node that --hierarchy/--topology/--gpu-node describe (every GPU
+    with --per gpu); else, for a trace, as
+    many as it ran ranks on that host, and on a host it did not run on as
+    many as it ran on each of its hosts (when that number is the same on
+    all of them; else every PE of the node)."""
     from ..topology.cluster import cluster_of_hosts
     from ..topology.switches import load_switches
 
     if args.hosts:
-        slots = [(h, None) for h in expand_nodelist(args.hosts)]
+        slots, named = [(h, None) for h in expand_nodelist(args.hosts)], "--hosts"
     elif args.hostfile:
-        slots = parse_hostfile(args.hostfile)
+        slots, named = parse_hostfile(args.hostfile), args.hostfile
     else:
-        slots = slurm_job_slots()
+        slots, named = slurm_job_slots(), "the Slurm allocation"
         if slots is None and trace is not None:
             slots = [(h, None) for h in dict.fromkeys(trace.hosts) if h is not None]
         if not slots:
             raise UserError("--switches needs the hosts: --hosts, --hostfile, a Slurm allocation "
                             "or a trace that recorded them")
-    if trace is not None and all(c is None for _, c in slots):
-        ran = {}
-        for h in trace.hosts:
+    ran: dict[str, int] = {}
+    for h in trace.hosts if trace is not None else ():
+        if h is not None:
             ran[h] = ran.get(h, 0) + 1
-        if all(h in ran for h, _ in slots):  # relaunch on the same hosts: as many ranks per host
-            slots = [(h, ran[h]) for h, _ in slots]
+    each = next(iter(set(ran.values()))) if len(set(ran.values())) == 1 else None
+    explicit_node = bool(args.hierarchy or args.topology or _per_gpu(args))
+    counted = []
+    for h, c in slots:
+        if c is None:
+            c = args.slots if args.slots is not None or explicit_node else ran.get(h, each)
+        counted.append((h, c))
+    if ran:
+        _warn_new_hosts(named, [h for h, _ in slots], ran,
+                        None if args.slots is not None or explicit_node else each)
     node = _one_node(args, trace)
     switches = load_switches(args.switches, [h for h, _ in slots]) if args.switches else None
-    return cluster_of_hosts(node, slots, switches=switches)
+    return cluster_of_hosts(node, counted, switches=switches)
+
+
+def _names(hosts: list[str], most: int = 6) -> str:
+    shown = ", ".join(hosts[:most])
+    return shown + (f", ... ({len(hosts)} in all)" if len(hosts) > most else "")
+
+
+def _warn_new_hosts(named: str, hosts: list[str], ran: dict, each: int | None) -> None:
+    """One warning when hosts are not ones the trace ran on: a new
+    allocation is normal, a misspelt name (``cn1`` for ``cn01``) is not."""
+    new = [h for h in hosts if h not in ran]
+    if not new:
+        return
+    ran_on = _names(list(ran))
+    if len(new) == len(hosts):
+        said = f"none of the hosts {named} names ({_names(hosts)}) is one the trace ran on ({ran_on})"
+    else:
+        said = (f"{len(new)} of the hosts {named} names ({_names(new)}) "
+                f"{'is not one' if len(new) == 1 else 'are not ones'} the trace ran on ({ran_on})")
+    gets = f"; {'it gets' if len(new) == 1 else 'they get'} {each} slots, as each host of the " \
+           "trace had (--slots N to say otherwise)" if each else ""
+    print(f"warning: {said}{gets}", file=sys.stderr)
+
+
+def check_fits(graph: CommGraph, topology, eps) -> None:
+    """A job larger than the machine is an error naming ranks, slots and
+    hosts, unless ``--eps`` asks for several ranks per slot."""
+    if graph.n <= topology.n_pes or eps is not None:
+        return
+    hosts = topology.hosts()
+    per = {}
+    for h in topology.pe_host.tolist():
+        per[h] = per.get(h, 0) + 1
+    counts = sorted(set(per.values()))
+    spread = f"{counts[0]} each" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} each"
+    raise UserError(f"{graph.n} ranks but the machine has {topology.n_pes} slots on {len(hosts)} "
+                    f"host(s) ({_names(hosts, 4)}: {spread}): name more hosts or slots (--hosts, "
+                    "--hostfile, --slots), or give --eps to map several ranks per slot")
 
 
 def _per_gpu(args) -> bool:

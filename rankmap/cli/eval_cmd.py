@@ -1,21 +1,26 @@
 """Score a mapping made by anyone (rankmap, Scotch, KaHIP/VieM, a launcher).
 
-The mapping file has one integer per line: line t is the PE of task t, PEs
-numbered as the machine's leaves left to right (the KaHIP/VieM convention).
-J uses the same cost function as every rankmap report.
+The mapping file is a perm file (line t is the PE of task t, PEs numbered as
+the machine's leaves left to right: the KaHIP/VieM convention) or any launch
+file rankmap map writes (MPICH_RANK_ORDER, hydra machinefile, Open MPI
+rankfile, Slurm hostfile, bindings), placed on the machine as its launcher
+places ranks.  J uses the same cost function as every rankmap report.
 
 example:
   rankmap eval app.mat --mapping scotch.map --hierarchy 4:16:8 --distances 1:10:100
+  rankmap eval trace.rmtrace.npz --mapping launch/rankfile
 """
 
 from __future__ import annotations
 
+import sys
+
 from ..cost import evaluate
-from ..formats import read_perm
+from ..formats.launch_files import read_launch_file
 from ..mapping import balance_report, validate_mapping
 from . import UserError, values
-from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
-                     load_machine, print_comparison)
+from .common import (add_graph_arguments, add_topology_arguments, check_fits, dump_json,
+                     load_graph, load_machine, print_comparison)
 
 NAME = "eval"
 HELP = "score a mapping file (J, bytes per level, bottleneck)"
@@ -26,20 +31,27 @@ def add_arguments(p) -> None:
     add_graph_arguments(p)
     add_topology_arguments(p)
     p.add_argument("--mapping", required=True, metavar="FILE",
-                   help="permutation file: line t = PE of task t")
+                   help="permutation file (line t = PE of task t) or a launch file rankmap map "
+                        "wrote (format detected)")
     p.add_argument("--eps", type=values.eps, default=None,
-                   help="balance tolerance when tasks outnumber PEs (default 0.03)")
+                   help="balance tolerance when tasks outnumber PEs, e.g. 0.03 (needed then)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args) -> int:
     graph = load_graph(args)
     topology, _ = load_machine(args, graph_source=args.input)
-    pe = read_perm(args.mapping)
+    check_fits(graph, topology, args.eps)
+    placement = read_launch_file(args.mapping, graph.n)
+    pe = placement.pe_of_task(topology)
     try:
         validate_mapping(pe, graph, topology, eps=args.eps)
     except ValueError as exc:  # the mapping file is what is wrong: name it
         raise UserError(f"{args.mapping}: {exc}") from None
+    if placement.hosts_only and not args.json:
+        print(f"note: {args.mapping} places ranks on hosts only: the ranks of a host take its PEs "
+              "in rank order, as a launcher binds them without rankmap-bind (the bindings file "
+              "beside it gives rankmap's placement inside each host)", file=sys.stderr)
     from ..algorithms import map_tasks
 
     identity = map_tasks(graph, topology, method="identity", eps=args.eps).pe_of_task

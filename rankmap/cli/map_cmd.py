@@ -32,8 +32,8 @@ from ..deadline import Deadline
 from ..formats import LAUNCH_FORMATS, write_launch_files
 from ..formats.relaunch import relaunch_lines
 from . import UserError, values
-from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
-                     load_machine, print_comparison, print_relaunch, recorded_program)
+from .common import (add_graph_arguments, add_topology_arguments, check_fits, dump_json,
+                     load_graph, load_machine, print_comparison, print_relaunch, recorded_program)
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -49,7 +49,8 @@ def add_arguments(p) -> None:
     p.add_argument("--methods", action=ListMethods, help="list the mapping methods and exit")
     p.add_argument("--seed", type=values.seed, default=0, help="random seed (results are deterministic per seed)")
     p.add_argument("--eps", type=values.eps, default=None,
-                   help="allowed imbalance for many tasks per PE (default 0.03 when tasks > PEs)")
+                   help="allowed imbalance with many tasks per PE, e.g. 0.03; a job with more "
+                        "tasks than the machine has slots needs it (else it is an error)")
     p.add_argument("--objective", default="sum", choices=["sum", "bottleneck"],
                    help="sum: J, the bytes x distance total (default); bottleneck: then lower the "
                         "most loaded link by swap refinement (Langguth, Schlag & Schulz)")
@@ -153,9 +154,7 @@ def _load(args):
     for name in ("time_limit", "work_limit"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
-    if graph.n > topology.n_pes and args.eps is None and not args.json:
-        print(f"note: {graph.n} tasks on {topology.n_pes} PEs: mapping many tasks per PE "
-              "(eps = 0.03)", file=sys.stderr)
+    check_fits(graph, topology, args.eps)
     if graph.self_bytes and not args.json:
         print(f"note: ignored {graph.self_bytes:.6g} bytes of self-traffic (diagonal)", file=sys.stderr)
     return graph, topology, recorded, options

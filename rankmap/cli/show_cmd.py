@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ..formats.launch_files import read_launch_file
 from . import UserError, values
 from .common import add_collectives_argument
 
@@ -38,8 +39,9 @@ def add_arguments(p) -> None:
                    help="colour scale of the heat map: linear (default: colour in proportion to the bytes, "
                         "so the pairs that cost most stand out) or log (small messages visible too)")
     p.add_argument("--mapping", metavar="FILE",
-                   help="with --plot: also draw the matrix in the order of this launch file (perm, "
-                        "Slurm hostfile or Open MPI rankfile from rankmap map -o), side by side")
+                   help="with --plot: also draw the matrix in the order of this launch file (any "
+                        "that rankmap map -o writes: perm, MPICH_RANK_ORDER, hydra machinefile, "
+                        "Open MPI rankfile, Slurm hostfile, bindings), side by side")
 
 
 def _human(n: float) -> str:
@@ -58,8 +60,8 @@ def summary(trace, top: int = 10, kind: str = "all", phase=None) -> str:
     hosts = [h for h in trace.hosts if h is not None]
     per_host = {h: hosts.count(h) for h in dict.fromkeys(hosts)}
     lines.append(f"hosts     {len(per_host)}: " + ", ".join(f"{h} ({c} ranks)" for h, c in per_host.items()))
-    mpi = trace.meta.get("mpi", {})
-    lines.append(f"program   {' '.join(trace.meta.get('argv', [])) or '?'}")
+    mpi = trace.meta.get("mpi") or {}  # optional fields may be null
+    lines.append(f"program   {' '.join(trace.meta.get('argv') or []) or '?'}")
     if trace.meta.get("tool"):
         lines.append(f"recorded  by {trace.meta['tool']}; collectives model "
                      f"{trace.meta.get('collectives', '?')}")
@@ -103,44 +105,6 @@ def host_order(hosts) -> dict[str, int]:
     return {h: i for i, h in enumerate(sorted(set(hosts), key=key))}
 
 
-def read_placement(path: str, n: int) -> tuple[np.ndarray, list[str] | None]:
-    """Tasks in their new launch order and, when the file names hosts, the
-    host of each position.  Reads a ``perm`` file (line t = PE of task t),
-    a Slurm hostfile (line r = host of rank r) or an Open MPI rankfile
-    (``rank r=HOST slot=S``), as ``rankmap map -o`` writes them."""
-    try:
-        lines = [x.split("#", 1)[0].strip() for x in open(path, encoding="utf-8")]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the mapping ({exc})") from None
-    lines = [x for x in lines if x]
-    if lines and lines[0].startswith("rank "):
-        host, slot = [None] * n, np.zeros(n, dtype=np.int64)
-        for no, line in enumerate(lines, 1):
-            parts = line.split()
-            try:
-                rank, h = parts[1].split("=", 1)
-                r, s = int(rank), int(parts[2].split("=", 1)[1].split(",")[0].split(":")[-1])
-            except (IndexError, ValueError):
-                raise ValueError(f"{path}:{no}: expected 'rank R=HOST slot=S', got {line[:60]!r}") from None
-            if not 0 <= r < n:
-                raise ValueError(f"{path}:{no}: rank {r} is not in a trace of {n} ranks")
-            host[r], slot[r] = h, s
-        if any(h is None for h in host):
-            raise ValueError(f"{path}: names {sum(h is not None for h in host)} of the {n} ranks")
-        place = host_order(host)
-        order = np.lexsort((slot, [place[h] for h in host]))
-        return order, [host[t] for t in order]
-    if len(lines) != n:
-        raise ValueError(f"{path}: {len(lines)} lines for a trace of {n} ranks")
-    if all(x.lstrip("-").isdigit() for x in lines):
-        return np.argsort(np.asarray(lines, dtype=np.int64), kind="stable"), None
-    if any(len(x.split()) != 1 for x in lines):
-        raise ValueError(f"{path}: expected one PE or one host per line (perm or Slurm hostfile)")
-    place = host_order(lines)
-    order = np.argsort([place[h] for h in lines], kind="stable")
-    return order, [lines[t] for t in order]
-
-
 def plot(trace, path, kind="all", phase=None, mapping: str | None = None, scale: str = "linear") -> list:
     """Save ``heat_map``'s picture to ``path``; returns each panel's share of
     bytes between ranks on one node (None where the hosts are unknown)."""
@@ -176,7 +140,7 @@ def heat_map(trace, kind="all", phase=None, mapping: str | None = None, scale: s
     else:
         panels = [(np.arange(g.n), None, "as recorded (hosts unknown)")]
     if mapping is not None:
-        order, new_hosts = read_placement(mapping, g.n)
+        order, new_hosts = read_launch_file(mapping, g.n).launch_order(host_order)
         panels.append((order, new_hosts, f"after {mapping.rsplit('/', 1)[-1]}"))
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.6), squeeze=False)
     shown, shares = None, []

@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import math
 
-#: seeds are 63-bit: numpy's generators take them, the partitioners' C-int
-#: seeds are folded from them
-MAX_SEED = (1 << 63) - 1
+from ..limits import MAX_SEED
+
 #: imbalance beyond this is meaningless (every task fits on one PE long before)
 MAX_EPS = 1e6
 

@@ -31,14 +31,17 @@ def _err(path, line_no, msg) -> FormatError:
     return FormatError(f"{where}: {msg}")
 
 
-def _numbers(path, line_no, text, cast=float) -> list:
+def _numbers(path, line_no, text, cast=float, spaces_only: bool = False) -> list:
     """The numbers on a line: finite floats (``cast=float``) or integers
-    within int64 (``cast=int``)."""
+    within int64 (``cast=int``), separated by commas or white space
+    (``spaces_only``: white space only, as Matrix Market writes them)."""
     try:
-        values = [cast(t) for t in re.split(r"[,\s]+", text.strip()) if t]
+        values = [cast(t) for t in (text.split() if spaces_only else re.split(r"[,\s]+", text.strip()))
+                  if t]
     except ValueError:
         kind = "numbers (integers)" if cast is int else "numbers"
-        raise _err(path, line_no, f"expected {kind}, got {text.strip()[:60]!r}") from None
+        sep = " separated by spaces" if spaces_only else ""
+        raise _err(path, line_no, f"expected {kind}{sep}, got {text.strip()[:60]!r}") from None
     for v in values:
         check_number(path, line_no, v)
     return values

@@ -444,7 +444,8 @@ class _RankFile:
                     raise FormatError(f"{path}: no DUMPI index at the end of the file (truncated)")
                 vals = [0] * (8 - k) + vals
                 self.sizelbl, _, _, self.header, self.body, self.footer, _ = vals
-                if not (0 < self.body < size and 0 < self.header < size and 0 < self.footer < size):
+                if not (0 < self.body < size and 0 < self.header < size and 0 < self.footer < size
+                        and 0 <= self.sizelbl < size):
                     raise FormatError(f"{path}: DUMPI index points outside the file (truncated)")
                 self._read_header(fh)
                 self._read_footer(fh)

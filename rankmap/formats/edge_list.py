@@ -1,4 +1,11 @@
-"""Edge lists: ``src dst bytes [messages]`` per line, 0-based, CSV or spaces."""
+"""Edge lists: ``src dst bytes [messages]`` per line, 0-based decimal ranks,
+CSV or spaces.
+
+A first row of words (``src,dst,bytes``) is a header and skipped; a rank
+written another way (``0x1f``, ``1e3``, ``1.0``) is refused, never read as
+something else.  ``names_edge_columns`` tells a header that names the
+columns of an edge list from the header of some other table.
+"""
 
 from __future__ import annotations
 
@@ -9,21 +16,67 @@ import numpy as np
 from ..graph import CommGraph
 from .common import MAX_TASKS, FormatError, _err, _num, check_number
 
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.()\-]*")
+#: how tools name the sender and receiver columns (lower case, first letters)
+_SOURCE_NAMES = ("src", "source", "from", "send", "rank", "sender", "origin", "u", "i")
+_DEST_NAMES = ("dst", "dest", "target", "to", "recv", "receiv", "peer", "v", "j")
+
+
+def split_fields(text: str) -> list[str]:
+    """The fields of a data line: commas or white space between them."""
+    return [t for t in re.split(r"[,\s]+", text.strip()) if t]
+
+
+def is_header(fields: list[str]) -> bool:
+    """A row of words only (none of them a number such as ``nan``)."""
+    def number(t):
+        try:
+            float(t)
+        except ValueError:
+            return False
+        return True
+
+    return bool(fields) and all(_WORD.fullmatch(t) and not number(t) for t in fields)
+
+
+def names_edge_columns(fields: list[str]) -> bool:
+    """A header whose first two words name a sender and a receiver column
+    and that has 3 or 4 columns (``src,dst,bytes[,messages]``)."""
+    if not 3 <= len(fields) <= 4:
+        return False
+    first, second = (re.sub(r"[^a-z]", "", t.lower()) for t in fields[:2])
+    return first.startswith(_SOURCE_NAMES) and second.startswith(_DEST_NAMES)
+
+
+def _rank(path, no, text: str) -> int:
+    if not re.fullmatch(r"\+?[0-9]+", text):
+        raise _err(path, no, f"rank {text[:30]!r} is not a decimal integer (edge lists give "
+                             "0-based ranks in decimal)")
+    value = int(text)
+    if value >= MAX_TASKS:
+        raise _err(path, no, f"rank {value} is beyond the {MAX_TASKS} tasks rankmap handles")
+    return value
+
 
 def read_edge_list(path: str) -> CommGraph:
     src, dst, nbytes, msgs = [], [], [], []
+    first = True
     with open(path, encoding="utf-8") as fh:
         for no, line in enumerate(fh, 1):
             text = line.split("#", 1)[0].strip()
             if not text:
                 continue
-            fields = [t for t in re.split(r"[,\s]+", text) if t]
-            if not src and not re.fullmatch(r"[-+0-9.eE]+", fields[0]):
+            fields = split_fields(text)
+            if first and is_header(fields):
+                first = False
                 continue  # a header row such as "src,dst,bytes,count"
+            first = False
             if len(fields) not in (3, 4):
                 raise _err(path, no, f"expected 'src dst bytes [messages]', got {len(fields)} fields")
+            if fields[0].startswith("-") or fields[1].startswith("-"):
+                raise _err(path, no, "ranks must be >= 0 (edge lists are 0-based)")
+            s, d = _rank(path, no, fields[0]), _rank(path, no, fields[1])
             try:
-                s, d = int(fields[0]), int(fields[1])
                 b = check_number(path, no, float(fields[2]), "byte count")
                 c = check_number(path, no, float(fields[3]), "message count") if len(fields) == 4 \
                     else np.nan
@@ -31,10 +84,6 @@ def read_edge_list(path: str) -> CommGraph:
                 if isinstance(exc, FormatError):
                     raise
                 raise _err(path, no, f"expected integer ranks and numeric bytes: {text[:60]!r}") from None
-            if s < 0 or d < 0:
-                raise _err(path, no, "ranks must be >= 0 (edge lists are 0-based)")
-            if max(s, d) >= MAX_TASKS:
-                raise _err(path, no, f"rank {max(s, d)} is beyond the {MAX_TASKS} tasks rankmap handles")
             if b < 0:
                 raise _err(path, no, "negative byte count")
             if len(fields) == 4 and (c < 0 or not c.is_integer()):

@@ -192,6 +192,8 @@ def _count(table, model, name, a, rank, world) -> None:
     if name in ("MPI_Send", "MPI_Bsend", "MPI_Ssend", "MPI_Rsend", "MPI_Isend", "MPI_Ibsend",
                 "MPI_Issend", "MPI_Irsend", "MPI_Sendrecv", "MPI_Sendrecv_replace"):
         count, size, dest = a[1], a[2], a[3]
+        if count < 0 or size < 0:
+            raise ValueError(f"{name}: a count of {count} elements of {size} bytes")
         if 0 <= dest < len(world):
             table.add("p2p", rank, dest, float(count * size))
         elif dest >= len(world):

@@ -24,7 +24,7 @@ def read_matrix_market(path: str, weights: str = "values") -> CommGraph:
             no += 1
             if line.startswith("%") or not line.strip():
                 continue
-            size = _numbers(path, no, line, int)
+            size = _numbers(path, no, line, int, spaces_only=True)
             break
         if size is None:
             raise _err(path, no, "missing size line")
@@ -33,10 +33,17 @@ def read_matrix_market(path: str, weights: str = "values") -> CommGraph:
                 raise _err(path, no, f"array matrix must be square 'rows cols', got {size}")
             n = declared_size(path, no, "array matrix size", size[0])
             declared_size(path, no, "array matrix values", n * n, bytes_each=2, most=MAX_TASKS ** 2)
-            vals = np.array([_numbers(path, no + i + 1, line)[0] for i, line in
-                             enumerate(line for line in fh if line.strip())])
-            if vals.size != n * n:
-                raise _err(path, no, f"array matrix needs {n * n} values, got {vals.size}")
+            vals = []  # one value per line by the format; several per line read in order
+            for line in fh:
+                no += 1
+                if not line.startswith("%"):
+                    vals.extend(_numbers(path, no, line, spaces_only=True))
+                if len(vals) > n * n:
+                    raise _err(path, no, f"array matrix needs {n * n} values, this is value "
+                                         f"{len(vals)}")
+            if len(vals) != n * n:
+                raise _err(path, no, f"array matrix needs {n * n} values, got {len(vals)}")
+            vals = np.asarray(vals)
             mat = vals.reshape(n, n, order="F")
             return CommGraph.from_dense(_apply_weights(mat, weights, path))
         if len(size) != 3:
@@ -60,8 +67,8 @@ def read_matrix_market(path: str, weights: str = "values") -> CommGraph:
             need = 2 if field == "pattern" else 3
             if len(tokens) < need:
                 raise _err(path, no, f"entry needs {need} numbers, got {len(tokens)}")
-            i, j = _numbers(path, no, " ".join(tokens[:2]), int)  # 1.5 is no index
-            f = [i, j, *_numbers(path, no, " ".join(tokens[2:need]))]
+            i, j = _numbers(path, no, " ".join(tokens[:2]), int, spaces_only=True)  # 1.5 is no index
+            f = [i, j, *_numbers(path, no, " ".join(tokens[2:need]), spaces_only=True)]
             if not (1 <= i <= rows and 1 <= j <= cols):
                 raise _err(path, no, f"index ({i}, {j}) outside 1..{rows}")
             src[k], dst[k] = i - 1, j - 1

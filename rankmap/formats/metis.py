@@ -55,6 +55,8 @@ def read_metis(path: str) -> CommGraph:
             if len(vals) < lead:
                 raise _err(path, no, f"vertex {count + 1}: expected {lead} size/weight values first")
             if has_vw:
+                if vals[int(has_size)] < 0:
+                    raise _err(path, no, f"vertex {count + 1}: negative vertex weight")
                 vweights[count] = vals[int(has_size)]
             rest = vals[lead:]
             if len(rest) % step:

@@ -15,6 +15,8 @@ give each rank's host.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 
 from ..trace import Trace
@@ -32,7 +34,32 @@ def _import():
     except ImportError:
         raise FormatError('reading OTF2 traces needs the otf2 package: pip install "rankmap[otf2]"') \
             from None
+    _quiet_library()
     return otf2, _otf2
+
+
+_QUIET = []  # the installed error callback, kept alive as long as the library may call it
+
+
+def _quiet_library() -> None:
+    """The OTF2 library prints each error of a broken trace on stderr as it
+    unwinds (a dozen lines for one bad chunk) and then returns the error to
+    the bindings, which raise it: install an error callback that prints
+    nothing, so the reader's one line is all the user sees."""
+    if _QUIET:
+        return
+    import ctypes
+
+    from _otf2.Config import conf
+
+    # OTF2_ErrorCallback(userData, file, line, function, errorCode, msgFormat, va_list)
+    callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
+                                ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+    register = conf.lib.OTF2_Error_RegisterCallback
+    register.argtypes = [callback, ctypes.c_void_p]
+    register.restype = ctypes.c_void_p
+    _QUIET.append(callback(lambda user, file, line, function, code, message, args: code))
+    register(_QUIET[0], None)
 
 
 def anchor_file(path: str) -> str:
@@ -63,10 +90,25 @@ def read_otf2(path: str, collectives: str = "tree") -> Trace:
 
 
 def _open(anchor, otf2):
+    printed = io.StringIO()
     try:
-        return otf2.reader.Reader(anchor)
+        with _bindings_quiet(printed):
+            return otf2.reader.Reader(anchor)
     except Exception as exc:  # the C library's errors, missing definitions
-        raise FormatError(f"{anchor}: not a readable OTF2 trace ({_why(exc)})") from None
+        raise FormatError(f"{anchor}: not a readable OTF2 trace ({_why(exc)}"
+                          f"{_callback_failure(printed)})") from None
+
+
+def _bindings_quiet(printed: io.StringIO):
+    """The otf2 bindings print the traceback of a record callback that
+    raised (a name that is not UTF-8 in a damaged file) before the library
+    gives up: keep it out of the user's terminal, for ``_callback_failure``."""
+    return contextlib.redirect_stderr(printed)
+
+
+def _callback_failure(printed: io.StringIO) -> str:
+    lines = [line for line in printed.getvalue().splitlines() if line.strip()]
+    return f"; a record could not be read: {lines[-1].strip()[:120]}" if lines else ""
 
 
 def _passes(locations) -> list[list[int]]:
@@ -233,9 +275,17 @@ def _read(run, passes, anchor, model, otf2, _otf2) -> Trace:
                 _otf2.GlobalEvtReader_SetCallbacks(handle, cbs, None)
                 _otf2.GlobalEvtReaderCallbacks_Delete(cbs)
                 while True:
-                    got = _otf2.GlobalEvtReader_ReadEvents(handle, _BATCH)
+                    printed = io.StringIO()
+                    with _bindings_quiet(printed):
+                        got = _otf2.GlobalEvtReader_ReadEvents(handle, _BATCH)
+                    if _callback_failure(printed):
+                        raise FormatError(f"{anchor}: near event {seen[0] + got}"
+                                          f"{_callback_failure(printed)}")
                     seen[0] += got
                     bar.update(got)
+                    if seen[0] > run.events:  # a damaged record can make the reader run on forever
+                        raise FormatError(f"{anchor}: damaged: the event files yield more than the "
+                                          f"{run.events} events the definitions announce")
                     if problems:
                         raise FormatError(f"{anchor}: near event {seen[0]}: {problems[0]}")
                     if got < _BATCH:

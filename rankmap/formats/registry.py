@@ -30,12 +30,15 @@ import glob
 import os
 import re
 
-from ..graph import CommGraph
+import numpy as np
+
+from ..graph import CommGraph, GraphError
+from ..limits import MAX_TOTAL
 from . import dumpi, liballprof, mpip
 from . import otf2 as otf2_reader
 from .common import FormatError, check_readable
 from .dense import read_dense, write_dense
-from .edge_list import read_edge_list, write_edge_list
+from .edge_list import is_header, names_edge_columns, read_edge_list, split_fields, write_edge_list
 from .eztrace import EZTRACE_SIZE, read_eztrace
 from .matrix_market import read_matrix_market, write_matrix_market
 from .metis import read_metis, write_metis
@@ -75,16 +78,22 @@ def detect_format(path: str) -> str:
         return "eztrace"
     with open(path, encoding="utf-8", errors="replace") as fh:
         head = fh.read(1 << 16)  # the sniff reads a bounded head, whatever the file holds
-    first = ""
-    for line in head.splitlines():
+    first, first_no = "", 0
+    for no, line in enumerate(head.splitlines(), 1):
         if line.startswith("%%MatrixMarket"):
             return "mtx"
         if line.strip() and not line.lstrip().startswith(("#", "%")):
-            first = line
+            first, first_no = line, no
             break
     if re.match(r"^[EI]\t\d+\t\d+\t\d+ bytes", first):
         return "ompi"
-    fields = [t for t in re.split(r"[,\s]+", first.split("#", 1)[0].strip()) if t]
+    fields = split_fields(first.split("#", 1)[0])
+    if is_header(fields):
+        if names_edge_columns(fields):
+            return "edges"
+        raise FormatError(f"{path}:{first_no}: the first row {first.strip()[:60]!r} is a header "
+                          "that names no edge-list columns (src dst bytes [messages]): give "
+                          "--format edges or --format dense to say what the rows are")
     if name.endswith((".csv", ".dat", ".txt")) and len(fields) > 4:
         return "dense"
     if 3 <= len(fields) <= 4:
@@ -95,11 +104,18 @@ def detect_format(path: str) -> str:
 
 
 def _is_trace(path: str) -> bool:
-    try:
-        from .. import trace
-    except ImportError:
+    """A rankmap trace, a part or a parts directory; also a file named
+    ``*.rmtrace.npz`` or starting as a zip does, which the trace reader then
+    says is truncated or damaged."""
+    from .. import trace
+
+    if trace.is_trace(path):
+        return True
+    if not os.path.isfile(path):
         return False
-    return trace.is_trace(path)
+    with open(path, "rb") as fh:
+        zip_start = fh.read(4) == b"PK\x03\x04"
+    return zip_start or os.path.basename(path).endswith(trace.SUFFIX)
 
 
 def read_recorded(path: str, fmt: str = "auto", collectives: str = "tree"):
@@ -128,7 +144,26 @@ def read_recorded(path: str, fmt: str = "auto", collectives: str = "tree"):
         trace = dumpi.read_dumpi(path, collectives)
     else:
         trace = liballprof.read_liballprof(path, collectives)
+    _check_totals(trace, path)
     return trace
+
+
+def _check_totals(trace, path: str) -> None:
+    """The recorded counts fit a communication graph (finite, >= 0, in all
+    at most ``graph.MAX_TOTAL``), checked once here so that every graph of
+    the trace can be built."""
+    for field, what in (("bytes", "byte counts"), ("msgs", "message counts")):
+        values = [np.asarray(e[field], dtype=np.float64) for e in trace.edges.values()]
+        bad = [v[~(v >= 0)][:1] for v in values if v.size and not np.all(v >= 0)]
+        if bad:
+            raise FormatError(f"{path}: a recorded {what[:-1]} is {bad[0][0]!r}: counts are finite "
+                              "and >= 0")
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(sum(v.sum() for v in values))
+        if not total <= MAX_TOTAL:
+            amount = "past the float range" if total == np.inf else f"to {total:.4g}"
+            raise FormatError(f"{path}: recorded {what} sum {amount}, more than the "
+                              f"{MAX_TOTAL:.0e} rankmap handles")
 
 
 def read_graph(path: str, fmt: str = "auto", weights: str = "values",
@@ -146,6 +181,8 @@ def read_graph(path: str, fmt: str = "auto", weights: str = "values",
     check_readable(path)
     try:
         g = _read(path, fmt, weights, include_internal, traffic, collectives)
+    except GraphError as exc:  # counts no graph holds: the reader's file is what is wrong
+        raise FormatError(f"{path}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise FormatError(f"{path}: not a text file (byte {exc.start} is not UTF-8); give its "
                           f"format with --format ({', '.join(GRAPH_FORMATS)})") from None

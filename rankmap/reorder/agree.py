@@ -126,13 +126,23 @@ def agreed_arguments(comm, check, *args, same: str | None = None):
     if same is not None:
         reference = comm.bcast(result if error is None else None, root=0)
         if error is None and reference is not None and result != reference:
-            error = (f"{same} differ between ranks: {result!r} on rank {rank}, {reference!r} on "
-                     "rank 0; pass the same on every rank")
+            mine, theirs = _difference(result, reference)
+            error = (f"{same} differ between ranks: {mine} on rank {rank}, {theirs} on rank 0; "
+                     "pass the same on every rank")
     try:
         agree_on_failure(comm, error)
     except ReorderFailed as exc:
         raise ValueError(str(exc)) from None
     return result
+
+
+def _difference(mine, reference) -> tuple[str, str]:
+    """The values that differ, as text: only the differing keys of two dicts."""
+    if isinstance(mine, dict) and isinstance(reference, dict):
+        keys = [k for k in dict.fromkeys([*mine, *reference]) if mine.get(k) != reference.get(k)]
+        return (", ".join(f"{k}={mine.get(k)!r}" for k in keys),
+                ", ".join(f"{k}={reference.get(k)!r}" for k in keys))
+    return repr(mine), repr(reference)
 
 
 def warn_once(comm, message: str | None, category=RankmapWarning, stacklevel: int = 3) -> None:

@@ -26,16 +26,14 @@ import numpy as np
 from mpi4py import MPI
 
 from ..algorithms.distributed.multilevel import COARSE_TIME_LIMIT, Multilevel, level_caps
-from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds,
-                                                  rounds_options)
+from ..algorithms.distributed.swap_rounds import MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds
 from ..algorithms import AUTO_FIRST_CALL
-from ..algorithms.options import check_options
 from ..algorithms.refine.swaps import swap_refine
 from ..cost import mapping_cost
 from ..deadline import Deadline
 from ..graph import CommGraph
 from ..mapping import validate_mapping
-from .arguments import cart_arguments, dist_graph_arguments
+from .arguments import cart_arguments, dist_graph_arguments, reorder_settings
 from .agree import RankmapWarning, ReorderFailed, agreed_arguments, root_step, step, warn_once
 from .exchange import MPIExchange, agreed_symmetric_rows
 from .placement import locate
@@ -195,26 +193,26 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     result where J fell (iterated local search): never a higher J than
     without kicks, each kick costs another descent's rounds.
     ``replicas`` must be an integer >= 1 and ``kicks`` >= 0 on every rank,
-    and ``options`` keys options of some method (``algorithms.options``);
+    ``method`` a mapping method, ``refine`` one of the above, ``seed`` in
+    0..2^63 - 1, ``max_rounds`` >= 1, ``min_improvement`` finite and >= 0,
+    ``distributed`` and ``multilevel`` booleans, and ``options`` keys options
+    of some method (``algorithms.options``), all the same on every rank;
     otherwise every rank raises the same ``ValueError`` (a caller's mistake,
     not a failure to fall back from).  ``topology=`` given on some ranks only
     is a failure (fallback) on every rank.  A ``traffic`` function that
     raises ``SystemExit`` or ``KeyboardInterrupt`` on any rank stops every
     rank the same way (see ``agree``).
 
-    The settings of rank 0 are used on every rank.  Returns a
+    Returns a
     ``ReorderedComm`` (an ``Intracomm``) with ``.reorder`` saying what
     happened.
     """
     comm = MPI.COMM_WORLD if comm is None else comm
     start, begun = time.perf_counter(), time.monotonic()
     rank, size = comm.Get_rank(), comm.Get_size()
-    replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
-    agreed_arguments(comm, check_options, options or {})
-    settings = comm.bcast(dict(method=method, refine=refine, distributed=distributed, seed=seed,
-                               max_rounds=max_rounds, min_improvement=min_improvement,
-                               replicas=replicas, kicks=kicks, multilevel=multilevel,
-                               options=options or {}), root=0)
+    settings = agreed_arguments(comm, reorder_settings, method, refine, distributed, seed,
+                                max_rounds, min_improvement, replicas, kicks, multilevel, options,
+                                same="reorder_comm's settings")
     source = "given" if topology is not None else "discovered"
     # rank 0's clock decides: only rank 0 maps, and the rounds carry its verdict
     deadline = Deadline(call_seconds(settings["options"], settings["method"]), start=begun)

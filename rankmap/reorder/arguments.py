@@ -1,16 +1,24 @@
-"""Checks of what a caller passed to ``reorder_cart`` and
+"""Checks of what a caller passed to ``reorder_comm``, ``reorder_cart`` and
 ``reorder_dist_graph``, done locally on each rank and agreed by the caller
-(``agree.agreed_arguments``) before any collective: a bad neighbour list or
-a grid that differs between ranks is then a ``ValueError`` on every rank,
-never a rank raising alone while the others wait in the next collective.
-The checked values are plain Python lists, so they can be compared across
+(``agree.agreed_arguments``) before any collective: a bad neighbour list, an
+unknown method or settings that differ between ranks are then a
+``ValueError`` on every rank, never a rank raising alone while the others
+wait in the next collective, nor one rank's value silently used for all.
+The checked values are plain Python data, so they can be compared across
 ranks and given to MPI as they are.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from mpi4py import MPI
+
+from ..algorithms.registry import is_method
+from ..algorithms.distributed.swap_rounds import rounds_options
+from ..algorithms.options import check_options
+from ..limits import MAX_SEED
 
 #: MPI weights and dimensions are C ints
 C_INT_MAX = 2**31 - 1
@@ -82,3 +90,45 @@ def dist_graph_arguments(size: int, sources, destinations, sourceweights, destwe
     dst = _integers("destinations", destinations, low=0, high=size - 1)
     return (src, dst, _weights("sourceweights", sourceweights, len(src)),
             _weights("destweights", destweights, len(dst)))
+
+
+REFINEMENTS = ("auto", "swap", "rounds", "none")
+
+
+def reorder_settings(method, refine, distributed, seed, max_rounds, min_improvement, replicas,
+                     kicks, multilevel, options) -> dict:
+    """The settings of ``reorder_comm``, checked: a known method, a known
+    refinement, a seed numpy takes, counts >= their least, a finite
+    ``min_improvement`` >= 0, flags that are booleans, ``options`` of some
+    method (``algorithms.options``)."""
+    if not is_method(method):
+        raise ValueError(f"method {method!r} is not a mapping method (rankmap.algorithms.method_names())")
+    if refine in (None, False):
+        refine = "none"
+    if refine not in REFINEMENTS:
+        raise ValueError(f"refine must be one of {', '.join(map(repr, REFINEMENTS))}, not {refine!r}")
+
+    def flag(name, value, none_ok=False):
+        if not (isinstance(value, (bool, np.bool_)) or (none_ok and value is None)):
+            raise ValueError(f"{name} must be True or False{' or None' if none_ok else ''}, "
+                             f"not {value!r}")
+        return None if value is None else bool(value)
+
+    def count(name, value, least, most):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                or not least <= value <= most:
+            raise ValueError(f"{name} must be an integer in {least}..{most}, not {value!r}")
+        return int(value)
+
+    if isinstance(min_improvement, (bool, np.bool_)) or not isinstance(
+            min_improvement, (int, float, np.integer, np.floating)) or not (
+            math.isfinite(min_improvement) and min_improvement >= 0):
+        raise ValueError(f"min_improvement must be a finite number >= 0, not {min_improvement!r}")
+    if options is not None and not isinstance(options, dict):
+        raise ValueError(f"options must be a dict, not {type(options).__name__}")
+    replicas, kicks = rounds_options(replicas, kicks)
+    return dict(method=method, refine=refine, distributed=flag("distributed", distributed, True),
+                seed=count("seed", seed, 0, MAX_SEED),
+                max_rounds=count("max_rounds", max_rounds, 1, C_INT_MAX),
+                min_improvement=float(min_improvement), replicas=replicas, kicks=kicks,
+                multilevel=flag("multilevel", multilevel), options=dict(check_options(options or {})))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..limits import MAX_PES
 from .hierarchy import hierarchy_topology, parse_hierarchy
 from .hosts import expand_nodelist, parse_hostfile
 from .levels import DEFAULT_NETWORK_DISTANCE, merge_structureless_levels, normalize_overrides
@@ -107,6 +108,10 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
     nodes = list(nodes)
     if not nodes:
         raise ValueError("a cluster needs at least one node")
+    total = sum(int(topo.n_pes) for _, topo in nodes)
+    if total > MAX_PES:
+        raise ValueError(f"{len(nodes)} hosts make {total} PEs, more than rankmap handles "
+                         f"({MAX_PES})")
     arities = [int(a) for a in network_arities]
     dists = [float(d) for d in network_distances]
     if any(a < 1 for a in arities):
@@ -302,7 +307,7 @@ def read_cluster_file(path) -> Topology:
                 len(plain) == 1 or plain[1] == "distances"):
             network = _at(where, parse_network, plain[0], plain[2] if len(plain) == 3 else "")
         elif key == "switches" and len(plain) == 1 and not opts:
-            switches = base / plain[0]
+            switches, switches_at = base / plain[0], where
         elif key == "level-distances" and len(plain) == 1 and not opts:
             level_distances = _at(where, normalize_overrides, plain[0])
         else:
@@ -317,7 +322,7 @@ def read_cluster_file(path) -> Topology:
     if switches is not None:
         from .switches import load_switches
 
-        switches = _at(f"{path}", load_switches, str(switches), [h for h, _, _ in members])
+        switches = _at(switches_at, load_switches, str(switches), [h for h, _, _ in members])
     cache: dict[tuple, Topology] = {}
     nodes = []
     for host, source, lineno in members:
@@ -327,7 +332,7 @@ def read_cluster_file(path) -> Topology:
                              "'xml FILE' or 'hierarchy S', or xml=FILE on the line)")
         if source not in cache:
             if source[0] == "xml":
-                cache[source] = read_hwloc_xml(source[1], level_distances)
+                cache[source] = _at(f"{path}:{lineno}", read_hwloc_xml, source[1], level_distances)
             else:
                 cache[source] = hierarchy_topology(source[1], source[2], host_prefix=None)
         nodes.append((host, cache[source]))

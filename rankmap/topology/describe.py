@@ -23,6 +23,9 @@ def describe_topology(topology: Topology) -> dict:
     nodes), ``uniform`` and, when uniform, ``hierarchy``/``distances``
     strings (innermost first)."""
     t = topology
+    if not isinstance(t, Topology):  # a mesh or torus: its grid, not a tree
+        return {"n_pes": int(t.n_pes), "n_hosts": int(t.n_nodes), "hosts": t.hosts()[:16],
+                "levels": [], "uniform": False, "mesh": t.spec(), "diameter": int(t.diameter)}
     is_inner = t.child_ptr[1:] > t.child_ptr[:-1]
     levels = []
     for depth, kind in enumerate(t.level_kinds()):
@@ -49,6 +52,9 @@ def format_topology(topology: Topology, max_lines: int = 200) -> str:
     output, identical consecutive siblings folded, at most ``max_lines``)."""
     t = topology
     info = describe_topology(t)
+    if "mesh" in info:
+        return (f"{t.n_pes} PEs on {info['n_hosts']} nodes: {info['mesh']} (distance = hops, "
+                f"diameter {info['diameter']})")
     lines = [f"{t.n_pes} PEs on {info['n_hosts']} host{'s' if info['n_hosts'] != 1 else ''}: "
              + ", ".join(info["hosts"][:8]) + (" ..." if info["n_hosts"] > 8 else "")]
     lines.append("levels (from the root):")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ..limits import MAX_PES
+from ..limits import MAX_DISTANCE, MAX_PES
 from .tree import Topology, TreeNode, format_distance, format_hierarchy  # noqa: F401 (re-exported)
 
 
@@ -28,8 +28,9 @@ def check_levels(arities, distances, what: str = "hierarchy") -> tuple[list[int]
     if math.prod(arities) > MAX_PES:
         raise ValueError(f"{what}: {':'.join(map(str, arities))} makes {math.prod(arities)} PEs, "
                          f"more than rankmap handles ({MAX_PES})")
-    if any(not math.isfinite(d) or d < 0 for d in distances):
-        raise ValueError(f"{what}: distances must be finite and >= 0, got {list(distances)}")
+    if any(not 0 <= d <= MAX_DISTANCE for d in distances):
+        raise ValueError(f"{what}: distances must be finite, >= 0 and at most {MAX_DISTANCE:g}, "
+                         f"got {list(distances)}")
     return arities, [float(d) for d in distances]
 
 

@@ -56,7 +56,18 @@ def expand_nodelist(text: str, limit: int = MAX_HOSTS) -> list[str]:
         hosts.extend(names)
     if not hosts:
         raise ValueError(f"nodelist {text!r}: no host")
+    for h in dict.fromkeys(hosts):
+        check_host_name(h, f"nodelist {text[:60]!r}")
     return hosts
+
+
+def check_host_name(name: str, where: str) -> str:
+    """``name`` if it can be a host name: no white space, no control
+    character (a UTF-16 file read as text has NUL bytes between letters)."""
+    if not name.isprintable() or any(ch.isspace() for ch in name):
+        raise ValueError(f"{where}: host name {name[:40]!r} has a control or space character "
+                         "(a hostfile or nodelist is plain text, one name per host)")
+    return name
 
 
 def _split_top_level(text: str, label: str) -> list[str]:
@@ -131,6 +142,7 @@ def parse_hostfile_text(text: str, label: str = "<hostfile>") -> list[tuple[str,
                                  "'host:N' or 'host')")
         if not host:
             raise ValueError(f"{label}:{lineno}: missing host name")
+        check_host_name(host, f"{label}:{lineno}")
         counts.setdefault(host, 0)
         if slots is None:
             bare[host] = bare.get(host, 0) + 1

@@ -24,6 +24,7 @@ so the tree does not depend on the cpuset attributes being consistent.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,7 +121,9 @@ def _parse_document(data: bytes, label: str):
         return etree.fromstring(data, parser)
     except etree.XMLSyntaxError as exc:
         line = exc.lineno if exc.lineno else "?"
-        raise ValueError(f"{label}:{line}: malformed XML: {exc.msg}") from None
+        # libxml2 ends its message with ", line L, column C" on a line of its own
+        msg = " ".join(re.sub(r",\s*line \d+, column \d+\s*$", "", exc.msg or "").split())
+        raise ValueError(f"{label}:{line}: malformed XML: {msg or 'cannot parse'}") from None
 
 
 def _read(data: bytes, label: str, path: Path | None, overrides) -> Topology:

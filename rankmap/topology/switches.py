@@ -47,6 +47,7 @@ class Switch:
     line: int = 0
     distance: float | None = None  # None: by the switch's height
     kind: str = "switch"
+    source: str = "topology.conf"  # the file it was read from, for errors
 
 
 def parse_topology_conf(path) -> dict[str, Switch]:
@@ -90,7 +91,7 @@ def parse_topology_conf_text(text: str, label: str = "<topology.conf>") -> dict[
         name = fields["switchname"]
         if name in switches:
             raise ValueError(f"{where}: switch {name!r} defined twice (line {switches[name].line})")
-        sw = Switch(name, line=lineno)
+        sw = Switch(name, line=lineno, source=label)
         try:
             if "nodes" in fields:
                 sw.nodes = expand_nodelist(fields["nodes"])
@@ -255,21 +256,27 @@ def load_switches(spec: str, hosts: list[str]) -> dict[str, Switch] | None:
     words = [line.split("#", 1)[0].split() for line in text.splitlines()]
     words = [w for w in words if w]
     if path.suffix in (".yaml", ".yml") or (words and words[0][0] in ("---", "-")):
-        return parse_topology_yaml(path, name)
-    if words and all(len(w) == 2 and XNAME.match(w[1]) for w in words):
+        switches = parse_topology_yaml(path, name)
+    elif words and all(len(w) == 2 and XNAME.match(w[1]) for w in words):
         mapping = dict(words)
         unknown = [h for h in hosts if h not in mapping]
         if unknown:
             raise ValueError(f"{path}: no xname for host {unknown[0]!r}")
-        return xname_switches({h: mapping[h] for h in hosts})
-    return parse_topology_conf_text(text, str(path))
+        switches = xname_switches({h: mapping[h] for h in hosts})
+    else:
+        switches = parse_topology_conf_text(text, str(path))
+    for sw in (switches or {}).values():
+        sw.source = str(path)  # errors of the tree built from them name the file
+    return switches
 
 
 def switch_tree(switches: dict[str, Switch], nodes: list[tuple[str, TreeNode]],
-                label: str = "topology.conf") -> TreeNode:
+                label: str | None = None) -> TreeNode:
     """The job's machine: ``nodes`` (host name, node tree) placed under the
     switches that list them, in switch order; hosts keep their relative
-    order within a switch.  A host no switch lists is an error."""
+    order within a switch.  A host no switch lists is an error naming
+    ``label`` (default: the file the switches were read from)."""
+    label = label or next((sw.source for sw in switches.values()), "topology.conf")
     by_host = dict(nodes)
     parent_of: dict[str, str] = {}
     for sw in switches.values():

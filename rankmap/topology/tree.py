@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..limits import MAX_DISTANCE
+
 
 @dataclass
 class TreeNode:
@@ -268,8 +270,9 @@ class Topology:
     def _validate_distances(self):
         inner = self.child_ptr[1:] > self.child_ptr[:-1]
         d = self.node_distance
-        if np.any(d[inner] < 0):
-            raise ValueError("topology distances must be non-negative")
+        if not np.all((d[inner] >= 0) & (d[inner] <= MAX_DISTANCE)):
+            raise ValueError(f"topology distances must be finite, >= 0 and at most {MAX_DISTANCE:g} "
+                             "(bytes x distance must stay a finite number)")
 
     # ---------------------------------------------------------------- queries
     def children(self, node: int) -> np.ndarray:

@@ -113,6 +113,27 @@ def cases(k):
     yield "comm-replicas", "ValueError", comm(traffic=ring_row(), replicas=0 if RANK == k else 2)
     yield "comm-unknown-option", "ValueError", comm(
         traffic=ring_row(), options={"backnd": "kahip"} if RANK == k else None)
+    # a setting that is malformed on rank k, or differs there from the others'
+    bad = RANK == k
+    for name, kwargs in (
+            ("method-unknown", dict(method="nosuch" if bad else "identity")),
+            ("method-differs", dict(method="greedy" if bad else "identity")),
+            ("refine-unknown", dict(refine="sometimes" if bad else "swap")),
+            ("seed-negative", dict(seed=-1 if bad else 0)),
+            ("seed-differs", dict(seed=1 if bad else 0)),
+            ("seed-text", dict(seed="7" if bad else 0)),
+            ("max-rounds-zero", dict(max_rounds=0 if bad else 4)),
+            ("min-improvement-nan", dict(min_improvement=np.nan if bad else 1e-4)),
+            ("distributed-differs", dict(distributed=True if bad else False)),
+            ("multilevel-text", dict(multilevel="yes" if bad else True)),
+            ("options-differ", dict(options={"time_limit": 2.0} if bad else None)),
+            ("options-not-dict", dict(options=[("time_limit", 1.0)] if bad else None))):
+        yield f"comm-{name}", "ValueError", comm(traffic=ring_row(), **kwargs)
+    yield "cart-seed-differs", "ValueError", lambda: rankmap.reorder_cart(
+        WORLD, (0, 0), topology=TOPO, **{**FAST, "seed": 3 if RANK == k else 0})
+    yield "dist-graph-method-unknown", "ValueError", lambda: rankmap.reorder_dist_graph(
+        WORLD, [(RANK - 1) % SIZE], [(RANK + 1) % SIZE], topology=TOPO,
+        **{**FAST, "method": "nosuch" if RANK == k else "identity"})
     yield "comm-distributed-step", "fallback", lambda: _with(
         patched(api.SwapRounds, "contributions", k, RuntimeError("rounds broke")),
         comm(traffic=ring_row(), distributed=True))
@@ -177,12 +198,14 @@ def _graph_file() -> Path:
 
 def _nan_in_row(k):
     """Rank 0's graph with a NaN byte count in the row of task k, which the
-    distributed rounds give to rank k."""
+    distributed rounds give to rank k (written into the graph's arrays after
+    construction: ``CommGraph`` itself refuses NaN)."""
     if RANK != 0:
         return None, None
-    nbytes = np.full(SIZE, 10.0)
-    nbytes[k] = np.nan
-    return CommGraph.from_edges(np.arange(SIZE), (np.arange(SIZE) + 1) % SIZE, nbytes, n=SIZE), TOPO
+    graph = CommGraph.from_edges(np.arange(SIZE), (np.arange(SIZE) + 1) % SIZE, np.full(SIZE, 10.0),
+                                 n=SIZE)
+    graph.coo()[2][k] = np.nan  # row k holds one pair (k, k + 1)
+    return graph, TOPO
 
 
 def _map_cli(graph=None, output=None):
