@@ -32,6 +32,16 @@ def mapping_cost(graph: CommGraph, topology: Topology, pe_of_task) -> float:
     return float(np.dot(w, topology.distance(pe[src], pe[dst])))
 
 
+def link_time(graph: CommGraph, topology, pe_of_task) -> float:
+    """The link time of a mapping: the largest bytes over bandwidth of any
+    link (``topology.bandwidth``), what a bandwidth-bound program waits for."""
+    pe = np.asarray(pe_of_task, dtype=np.int64)
+    src, dst, w = graph.coo()
+    if w.size == 0:
+        return 0.0
+    return float(link_bandwidths(topology).times(all_link_loads(topology, pe[src], pe[dst], w)).max())
+
+
 @dataclass
 class CostReport:
     J: float
@@ -104,7 +114,9 @@ def link_label(topology, link: int) -> str:
     if not isinstance(topology, Topology):
         return topology.link_label(link)
     direction, node = divmod(int(link), topology.n_nodes)
-    return f"{topology.node_kind[node]} node {node} {'down' if direction else 'up'}"
+    name = topology.node_name[node]
+    where = f"{topology.node_kind[node]} node {node}" + (f" ({name})" if name else "")
+    return f"{where} {'down' if direction else 'up'}"
 
 
 def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = True,

@@ -305,10 +305,18 @@ def human_bytes(x: float) -> str:
 
 
 def print_comparison(title_before: str, title_after: str, before, after) -> None:
-    """The short before/after table of ``map`` and ``demo``."""
+    """The short before/after table of ``map``, ``eval`` and ``demo``: J,
+    the busiest link (the largest bytes over bandwidth) and its time, hops
+    per byte, bytes per level."""
     ratio = after.J / before.J if before.J else 1.0
+    if after.link_time_unit == "s":
+        times = (f"{before.link_time:.3g} s", f"{after.link_time:.3g} s")
+    else:  # no bandwidth given: relative to the first
+        scale = before.link_time or 1.0
+        times = (f"{before.link_time / scale:.3f}", f"{after.link_time / scale:.3f}")
     rows = [("J (bytes x distance)", f"{before.J:.6g}", f"{after.J:.6g}"),
-            ("bottleneck link", human_bytes(before.bottleneck), human_bytes(after.bottleneck)),
+            ("busiest link", human_bytes(before.busiest_link_bytes), human_bytes(after.busiest_link_bytes)),
+            ("link time" + ("" if after.link_time_unit == "s" else " (relative)"), *times),
             ("hops per byte", f"{before.hops_per_byte:.3f}", f"{after.hops_per_byte:.3f}")]
     levels = {}
     for which, rep in (("b", before), ("a", after)):
@@ -324,6 +332,9 @@ def print_comparison(title_before: str, title_after: str, before, after) -> None
     for r in rows:
         print(f"{r[0]:{w0}}  {r[1]:>{w1}}  {r[2]:>{w2}}")
     print(f"{'J ratio':{w0}}  {'':>{w1}}  {ratio:>{w2}.4f}")
+    if after.busiest_link:
+        print(f"busiest link: {after.busiest_link}" + (f" (before: {before.busiest_link})"
+                                                       if before.busiest_link != after.busiest_link else ""))
 
 
 def dump_json(obj: dict) -> None:
