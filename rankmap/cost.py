@@ -42,6 +42,13 @@ def link_time(graph: CommGraph, topology, pe_of_task) -> float:
     return float(link_bandwidths(topology).times(all_link_loads(topology, pe[src], pe[dst], w)).max())
 
 
+def phased_link_time(graphs, topology, pe_of_task) -> float:
+    """The link time of a run whose phases use the links one after another
+    (a sweep's corners, marked with ``rankmap.profile.phase``): the sum of
+    each phase's link time, ``graphs`` one per phase."""
+    return sum(link_time(g, topology, pe_of_task) for g in graphs)
+
+
 @dataclass
 class CostReport:
     J: float

@@ -180,3 +180,26 @@ def test_map_shows_j_and_the_busiest_link_before_and_after(capsys, tmp_path):
     assert out["link_time_before"] > out["link_time"] and "cn0" in out["busiest_link"]
     summed = run_json(capsys, ["map", str(mat), "--topology", str(topo), "--json", "--objective", "sum"])
     assert summed["objective"] == "sum" and summed["J"] <= out["J"]
+
+
+def test_map_sums_the_link_times_of_phases_in_turn(capsys, tmp_path):
+    """Two phases that use the node links in turn (ranks 0, 1 of nodeA send
+    to 2, 3 of nodeB, then back): the links are busy twice as long as the
+    whole run's busiest link says; the new order keeps each pair on a node
+    (2 MB over a node link at distance 100 before, 1 MB over a PE's link
+    after, times relative)."""
+    from rankmap.trace import RankInfo, Trace
+
+    src, dst, phase = np.array([0, 1, 2, 3]), np.array([2, 3, 0, 1]), np.array([0, 0, 1, 1])
+    empty = {f: np.zeros(0, dtype=np.int64) for f in ("src", "dst", "phase", "msgs")} | {"bytes": np.zeros(0)}
+    edges = {"p2p": {"src": src, "dst": dst, "phase": phase, "bytes": np.full(4, 1e6), "msgs": np.ones(4, int)},
+             "collective": dict(empty), "rma": dict(empty)}
+    ranks = {r: RankInfo("nodeA" if r < 2 else "nodeB", [r], "complete", 1.0, 2.0) for r in range(4)}
+    path = Trace(4, edges, ["east", "west"], ranks, {"nodeA": None, "nodeB": None},
+                 {"collectives": "tree", "argv": ["app.py"]}, "t").write(tmp_path / "t.rmtrace.npz")
+    out = run_json(capsys, ["map", str(path), "--hierarchy", "2:2", "--distances", "1:100", "--json"])
+    assert out["phased_link_time_before"] == pytest.approx(2 * out["link_time_before"])
+    # after: only the PEs' own links (100 x faster than a node's) carry bytes
+    assert out["phased_link_time"] == 2 * out["link_time"] == pytest.approx(out["link_time_before"] / 100)
+    assert main(["map", str(path), "--hierarchy", "2:2", "--distances", "1:100"]) == 0
+    assert "  phases in turn" in capsys.readouterr().out

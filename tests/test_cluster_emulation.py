@@ -206,7 +206,8 @@ def test_cli_up_list_run_down(capsys):
         assert main(["cluster", "list"]) == 0
         assert f"{name}\t2 nodes x 3 slots\t10mbit" in capsys.readouterr().out
         assert main(["cluster", "topology", name]) == 0
-        assert capsys.readouterr().out == "hierarchy 3:2 distances 1:100\n"
+        assert capsys.readouterr().out == ("cluster\nhierarchy 3 distances 1\nnodes node[0-1]\n"
+                                           "network 2 distances 100 bandwidths 10mbit\n")
         assert main(["cluster", "run", name, "--show", "--", "prog", "arg"]) == 0
         shown = capsys.readouterr().out
         assert "-hosts node0:3,node1:3 -n 6 prog arg" in shown and "FI_PROVIDER tcp" in shown

@@ -28,13 +28,13 @@ import numpy as np
 
 from ..algorithms import METHODS, OBJECTIVES, apply_objective, map_tasks, objective_of
 from ..algorithms.options import check_options
-from ..cost import evaluate
+from ..cost import evaluate, phased_link_time
 from ..deadline import Deadline
 from ..formats import LAUNCH_FORMATS, write_launch_files
 from ..formats.relaunch import relaunch_lines
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
-                     load_machine, print_comparison, print_relaunch, recorded_program)
+                     load_machine, phase_graphs, print_comparison, print_relaunch, recorded_program)
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -220,6 +220,9 @@ def _report(args, graph, topology, recorded, mapping) -> int:
         before_pe, before_name = recorded, "recorded"
     before = evaluate(graph, topology, before_pe, check=False, comm_factor=args.comm_factor)
     after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
+    phases = phase_graphs(args)
+    phased = (phased_link_time(phases, topology, before_pe), phased_link_time(phases, topology, mapping.pe_of_task)) \
+        if phases else None
     written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
         if args.output else {}
     if args.json:
@@ -237,6 +240,7 @@ def _report(args, graph, topology, recorded, mapping) -> int:
                    "link_time_unit": after.link_time_unit, "busiest_link": after.busiest_link,
                    "busiest_link_bytes": after.busiest_link_bytes,
                    "busiest_link_bytes_before": before.busiest_link_bytes,
+                   "phased_link_time": phased and phased[1], "phased_link_time_before": phased and phased[0],
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
                    "launch_files": written,
@@ -246,7 +250,7 @@ def _report(args, graph, topology, recorded, mapping) -> int:
         return 0
     print(f"{graph.n} tasks, {graph.n_edges} communicating pairs, {graph.total_bytes:.6g} bytes; "
           f"{topology.n_pes} PEs on {len(topology.hosts())} host(s)")
-    print_comparison(before_name, args.method, before, after)
+    print_comparison(before_name, args.method, before, after, phased)
     if after.makespan is not None:
         print(f"makespan (F = {args.comm_factor:g}): {before.makespan:.6g} -> {after.makespan:.6g}")
     print(f"mapping time: {mapping.time_s:.3f} s")

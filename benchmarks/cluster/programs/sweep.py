@@ -2,8 +2,9 @@
 from each of the four corners in turn, every rank waits for its upstream
 neighbours in x and y, works a little and passes its outgoing faces
 downstream, ``--blocks`` times per corner (the pipelined angle blocks).  The
-ranks wait for the wave as well as for the bytes, so the busiest link is
-not all that decides its time.
+ranks wait for the wave as well as for the bytes, and the corners use the
+links in turn: under ``python -m rankmap.profile`` each corner is recorded
+as a phase of its own (``rankmap.profile.phase``).
 
   mpiexec -n 16 python sweep.py --grid 4x4 --kib 128 --blocks 8 --iters 4
 """
@@ -11,6 +12,7 @@ not all that decides its time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -39,6 +41,15 @@ def row(args, dims, rank):
     return peers, [float(nbytes) * args.blocks * args.iters * len(CORNERS) / 2] * len(peers)
 
 
+def corner_phase(corner: int):
+    """The corner's phase while the profiler records, else nothing."""
+    try:
+        from rankmap import profile
+    except ImportError:
+        return contextlib.nullcontext()
+    return profile.phase(f"corner {corner}") if profile.is_active() else contextlib.nullcontext()
+
+
 def main() -> None:
     from mpi4py import MPI
 
@@ -58,17 +69,18 @@ def main() -> None:
         for corner, wave in enumerate(CORNERS):
             up = [peer for axis, step, peer in faces if step == -wave[axis]]
             down = [peer for axis, step, peer in faces if step == wave[axis]]
-            for b in range(args.blocks):
-                tag = corner * args.blocks + b
-                with timer.waiting():
-                    MPI.Request.Waitall([comm.Irecv(inbox[peer], source=peer, tag=tag) for peer in up])
-                for peer in up:
-                    if inbox[peer][0] != peer:
-                        raise SystemExit(f"rank {comm.rank}: got data of {inbox[peer][0]}, not {peer}")
-                local = np.sqrt(local + 1.0)
-                sends = [comm.Isend(out, dest=peer, tag=tag) for peer in down]
-                with timer.waiting():
-                    MPI.Request.Waitall(sends)
+            with corner_phase(corner):
+                for b in range(args.blocks):
+                    tag = corner * args.blocks + b
+                    with timer.waiting():
+                        MPI.Request.Waitall([comm.Irecv(inbox[peer], source=peer, tag=tag) for peer in up])
+                    for peer in up:
+                        if inbox[peer][0] != peer:
+                            raise SystemExit(f"rank {comm.rank}: got data of {inbox[peer][0]}, not {peer}")
+                    local = np.sqrt(local + 1.0)
+                    sends = [comm.Isend(out, dest=peer, tag=tag) for peer in down]
+                    with timer.waiting():
+                        MPI.Request.Waitall(sends)
     timer.report(comm, reorder_s=reorder_s, size=comm.size)
 
 
