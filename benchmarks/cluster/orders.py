@@ -161,7 +161,7 @@ def benchmark(args) -> list[dict]:
                                                        str(trace), *program[1:]], f"profiling {name}")
             graph = read_graph(str(trace))
             run = read_trace(str(trace))
-            phases = [g for g in (run.graph(phase=p) for p in run.phases) if g.total_bytes > 0]
+            phases = [g for g in (run.graph("all", phase=p) for p in run.phases) if g.total_bytes > 0]
             orders = Orders(bench, trace, name)
             p = NODES * SLOTS
             launches = {"block": orders.of_nodes(np.arange(p) // SLOTS),
