@@ -28,7 +28,7 @@ from mpi4py import MPI
 from ..algorithms.distributed.multilevel import COARSE_TIME_LIMIT, Multilevel, level_caps
 from ..algorithms.distributed.swap_rounds import (MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds,
                                                   rounds_options)
-from ..algorithms import AUTO_FIRST_CALL
+from ..algorithms import AUTO_FIRST_CALL, objective_of
 from ..algorithms.options import check_options
 from ..algorithms.refine.swaps import swap_refine
 from ..cost import link_time, mapping_cost
@@ -217,6 +217,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     rank, size = comm.Get_rank(), comm.Get_size()
     replicas, kicks = agreed_arguments(comm, rounds_options, replicas, kicks)
     agreed_arguments(comm, check_options, options or {})
+    agreed_arguments(comm, objective_of, method, objective)
     settings = comm.bcast(dict(method=method, objective=objective, refine=refine, distributed=distributed, seed=seed,
                                max_rounds=max_rounds, min_improvement=min_improvement,
                                replicas=replicas, kicks=kicks, multilevel=multilevel,
@@ -301,7 +302,7 @@ def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
     than the current placement; returns (task on each slot, info).  The
     ``deadline`` (default: ``call_seconds`` from now, as reorder_comm's)
     bounds the mapping and the refinement."""
-    from ..algorithms import apply_objective, map_tasks, objective_of, prefers
+    from ..algorithms import apply_objective, map_tasks, prefers
 
     size = len(rows)
     lengths = [len(d) for d, _ in rows]
