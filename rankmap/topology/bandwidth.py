@@ -46,15 +46,6 @@ def parse_bandwidths(text: str) -> list[float]:
     return [parse_rate(x) / 8 for x in str(text).replace(",", ":").split(":")]
 
 
-def format_rate(bytes_per_s: float) -> str:
-    """Bytes per second as a rate ``parse_rate`` reads (``50mbit``)."""
-    bits = bytes_per_s * 8
-    for unit, scale in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
-        if bits >= scale:
-            return f"{bits / scale:g}{unit}"
-    return f"{bits:g}bit"
-
-
 @dataclass(frozen=True)
 class LinkBandwidths:
     """Seconds per byte of every directed link (``inverse``, numbered as
