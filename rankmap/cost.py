@@ -4,8 +4,9 @@ scores a mapping here.
 J(pi) = sum over ordered pairs u != v of B[u, v] * D(pi(u), pi(v)).
 Beside J: bytes per level (traffic by the depth of the lowest common
 ancestor of the two PEs), the bottleneck (max bytes over one tree link in one
-direction; links are full duplex) and the average number of tree links a byte
-crosses.  All O(m * depth), vectorised.  A ``MeshTopology`` (not a tree)
+direction; links are full duplex), the link time (max over links of bytes
+over the link's bandwidth, ``topology.bandwidth``: what a bandwidth-bound
+program waits for) and the average number of tree links a byte crosses.  All O(m * depth), vectorised.  A ``MeshTopology`` (not a tree)
 answers the same questions itself: ``distance`` in hops, ``link_loads``
 under dimension-ordered routing, ``traffic_breakdown`` for the levels.
 """
@@ -19,6 +20,7 @@ import numpy as np
 from .graph import CommGraph
 from .mapping import validate_mapping
 from .topology import Topology
+from .topology.bandwidth import link_bandwidths
 
 
 def mapping_cost(graph: CommGraph, topology: Topology, pe_of_task) -> float:
@@ -28,6 +30,23 @@ def mapping_cost(graph: CommGraph, topology: Topology, pe_of_task) -> float:
     if w.size == 0:
         return 0.0
     return float(np.dot(w, topology.distance(pe[src], pe[dst])))
+
+
+def link_time(graph: CommGraph, topology, pe_of_task) -> float:
+    """The link time of a mapping: the largest bytes over bandwidth of any
+    link (``topology.bandwidth``), what a bandwidth-bound program waits for."""
+    pe = np.asarray(pe_of_task, dtype=np.int64)
+    src, dst, w = graph.coo()
+    if w.size == 0:
+        return 0.0
+    return float(link_bandwidths(topology).times(all_link_loads(topology, pe[src], pe[dst], w)).max())
+
+
+def phased_link_time(graphs, topology, pe_of_task) -> float:
+    """The link time of a run whose phases use the links one after another
+    (a sweep's corners, marked with ``rankmap.profile.phase``): the sum of
+    each phase's link time, ``graphs`` one per phase."""
+    return sum(link_time(g, topology, pe_of_task) for g in graphs)
 
 
 @dataclass
@@ -43,6 +62,10 @@ class CostReport:
     max_pe_load: float = 0.0
     comm_factor: float | None = None
     makespan: float | None = None
+    link_time: float = 0.0        # the busiest link's bytes over its bandwidth ...
+    link_time_unit: str = ""      # ... in seconds ("s") or relative ("": no bandwidth given)
+    busiest_link: str = ""        # the link with that time ...
+    busiest_link_bytes: float = 0.0  # ... and its bytes
 
     def as_dict(self) -> dict:
         return {"J": self.J, "total_bytes": self.total_bytes,
@@ -50,7 +73,9 @@ class CostReport:
                 "hops_per_byte": self.hops_per_byte, "bottleneck_link": self.bottleneck_link,
                 "busiest_pe": self.busiest_pe, "busiest_pe_bytes": self.busiest_pe_bytes,
                 "max_pe_load": self.max_pe_load, "comm_factor": self.comm_factor,
-                "makespan": self.makespan}
+                "makespan": self.makespan, "link_time": self.link_time,
+                "link_time_unit": self.link_time_unit, "busiest_link": self.busiest_link,
+                "busiest_link_bytes": self.busiest_link_bytes}
 
 
 def link_loads(topology: Topology, src_pe, dst_pe, w) -> tuple[np.ndarray, np.ndarray]:
@@ -96,13 +121,15 @@ def link_label(topology, link: int) -> str:
     if not isinstance(topology, Topology):
         return topology.link_label(link)
     direction, node = divmod(int(link), topology.n_nodes)
-    return f"{topology.node_kind[node]} node {node} {'down' if direction else 'up'}"
+    name = topology.node_name[node]
+    where = f"{topology.node_kind[node]} node {node}" + (f" ({name})" if name else "")
+    return f"{where} {'down' if direction else 'up'}"
 
 
 def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = True,
              eps: float | None = None, comm_factor: float | None = None) -> CostReport:
-    """Full report of a mapping: J, bytes per level, hops/byte and the
-    bottleneck view (Langguth, Schlag & Schulz): the most loaded link, the
+    """Full report of a mapping: J, bytes per level, hops/byte, the link
+    time and the bottleneck view (Langguth, Schlag & Schulz): the most loaded link, the
     PE whose tasks send and receive the most bytes to other PEs, the
     largest computational PE load (vertex weights) and, with ``comm_factor``
     F, the makespan M = max(max_b comp(b), F * max_l comm(l)).
@@ -119,7 +146,8 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
     total = float(w.sum())
     if w.size == 0:
         return CostReport(0.0, 0.0, [], 0.0, 0.0, max_pe_load=max_pe_load, comm_factor=comm_factor,
-                          makespan=None if comm_factor is None else max_pe_load)
+                          makespan=None if comm_factor is None else max_pe_load,
+                          link_time_unit=link_bandwidths(topology).unit)
     p, q = pe[src], pe[dst]
     if isinstance(topology, Topology):
         J, levels, hops = _tree_breakdown(topology, p, q, w)
@@ -128,6 +156,9 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
         levels, hops = topology.traffic_breakdown(p, q, w)
     loads = all_link_loads(topology, p, q, w)
     top = int(np.argmax(loads))
+    model = link_bandwidths(topology)
+    times = model.times(loads)
+    slowest = int(np.argmax(times))
     off_pe = p != q
     pe_bytes = (np.bincount(p[off_pe], weights=w[off_pe], minlength=topology.n_pes)
                 + np.bincount(q[off_pe], weights=w[off_pe], minlength=topology.n_pes))
@@ -138,7 +169,10 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
                       bottleneck_link=link_label(topology, top) if bottleneck > 0 else "",
                       busiest_pe=busiest, busiest_pe_bytes=float(pe_bytes[busiest]),
                       max_pe_load=max_pe_load, comm_factor=comm_factor,
-                      makespan=None if comm_factor is None else max(max_pe_load, comm_factor * bottleneck))
+                      makespan=None if comm_factor is None else max(max_pe_load, comm_factor * bottleneck),
+                      link_time=float(times[slowest]), link_time_unit=model.unit,
+                      busiest_link=link_label(topology, slowest) if times[slowest] > 0 else "",
+                      busiest_link_bytes=float(loads[slowest]))
 
 
 def _tree_breakdown(topology: Topology, p, q, w):

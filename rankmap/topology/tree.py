@@ -48,6 +48,7 @@ class TreeNode:
     link_row: int | None = None       # leaf: its row in the links of the node above
     device: str | None = None         # leaf that is a GPU: "rocr:4", "cuda:0", "ze:1"
     cpus: tuple[int, ...] | None = None  # leaf: the OS CPUs a rank on it is bound to
+    uplink: float | None = None       # bytes/s of the link to the parent, each way (None: from distances)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,9 @@ class Topology:
     each PE: the nearest ancestor with a name, else "localhost"),
     ``pe_device`` (the GPU of a PE that is one, else None), ``pe_cpus`` (the
     CPUs a rank on the PE is bound to when the leaf names them, else None:
-    its PU ``pe_os_index``), ``node_links`` (node id -> ``NodeLinks``).
+    its PU ``pe_os_index``), ``node_links`` (node id -> ``NodeLinks``),
+    ``node_uplink`` (bytes/s of the link from a node to its parent where the
+    description gives it, else NaN; ``bandwidth.link_bandwidths``).
     """
 
     def __init__(self, root: TreeNode):
@@ -144,6 +147,7 @@ class Topology:
         os_index: list[int] = []
         leaves: list[int] = []
         child_lists: list[list[int]] = []
+        uplinks: list[float] = []
         extras = _LeafExtras()
         # iterative DFS preorder (trees of 10^5+ leaves would overflow recursion)
         stack: list[tuple[TreeNode, int, int]] = [(root, -1, 0)]
@@ -156,6 +160,7 @@ class Topology:
             kinds.append(node.kind)
             names.append(node.name)
             os_index.append(-1 if node.os_index is None else int(node.os_index))
+            uplinks.append(np.nan if node.uplink is None else float(node.uplink))
             child_lists.append([])
             if par >= 0:
                 child_lists[par].append(nid)
@@ -177,6 +182,9 @@ class Topology:
             child_lists,
         )
         self._init_extras(extras)
+        self.node_uplink = np.asarray(uplinks, dtype=np.float64)
+        if np.any(self.node_uplink <= 0):
+            raise ValueError("link bandwidths must be > 0")
 
     # ------------------------------------------------------------------ build
     def _init_arrays(self, parent, distance, depth, kinds, names, os_index, leaves, child_lists):
