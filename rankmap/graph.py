@@ -34,6 +34,7 @@ class CommGraph:
         self._n = n
         self._b, self.self_bytes = _csr(row, col, val, n, "communication matrix has negative byte counts")
         self._bytes = None
+        self._symmetric_b = None  # B == B^T, once known (``_transpose_equal``)
         self.messages = messages
         if vertex_weights is None:
             self.vertex_weights = np.ones(n, dtype=np.float64)
@@ -109,7 +110,12 @@ class CommGraph:
 
     @cached_property
     def symmetric(self):
-        """S = B + B^T: undirected traffic of each pair, stored at both ends."""
+        """S = B + B^T: undirected traffic of each pair, stored at both ends
+        (2B where B is symmetric, as every METIS graph is: no sparse sum)."""
+        if self._transpose_equal():
+            s = self.bytes.copy()
+            s.data *= 2
+            return s
         s = (self.bytes + self.bytes.T).tocsr()
         s.sum_duplicates()
         s.sort_indices()
@@ -118,9 +124,21 @@ class CommGraph:
     def is_symmetric(self) -> bool:
         return self.asymmetric_pair() is None
 
+    def _transpose_equal(self) -> bool:
+        """Whether B == B^T, by one O(n + m) transposition (scipy's) and an
+        elementwise comparison of the canonical arrays; remembered."""
+        if self._symmetric_b is None:
+            indptr, indices, data = self._b
+            t = self.bytes.T.tocsr()  # counting-sort transposition: sorted indices, no duplicates
+            self._symmetric_b = bool(np.array_equal(t.indptr, indptr) and np.array_equal(t.indices, indices)
+                                     and np.array_equal(t.data, data))
+        return self._symmetric_b
+
     def asymmetric_pair(self) -> tuple[int, int] | None:
         """The first pair (u, v), in row order, with B[u, v] != B[v, u]; None
         when B is symmetric."""
+        if self.n_edges > _SORT_CHECK_MAX and self._transpose_equal():
+            return None  # a large symmetric graph: no sort of 2m keys to say so
         src, dst, w = self.coo()
         n = max(self._n, 1)
         keys = np.concatenate([src * n + dst, dst * n + src])  # each pair once from B, once from B^T
@@ -177,6 +195,9 @@ class CommGraph:
         return f"CommGraph({label}n={self.n}, pairs={self.n_edges}, bytes={self.total_bytes:.4g})"
 
 
+_SORT_CHECK_MAX = 1 << 16  # beyond this many pairs the symmetry check transposes instead of sorting
+
+
 class _Triples:
     """(row, col, value) arrays of an n x n matrix, repeats allowed: what the
     constructors hand to ``CommGraph`` without building a matrix first."""
@@ -210,15 +231,17 @@ def _triples(matrix, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int
 def _csr(row, col, val, n: int, negative: str):
     """Canonical CSR ``(indptr, indices, data)`` of the triples (repeats
     summed, diagonal and zeros dropped, sorted) and the diagonal's total."""
-    order = np.lexsort((col, row))
-    row, col, val = row[order], col[order], val[order]
-    if row.size:
-        first = np.empty(row.size, dtype=bool)
+    key = row * max(n, 1) + col  # n <= MAX_TASKS = 2^26: n^2 fits int64
+    if key.size > 1 and not bool(np.all(key[1:] > key[:-1])):  # a reader's rows in order skip the sort
+        order = np.argsort(key, kind="stable")  # stable: repeated pairs summed in the file's order
+        key, val = key[order], val[order]
+        first = np.empty(key.size, dtype=bool)
         first[0] = True
-        np.not_equal(row[1:], row[:-1], out=first[1:])
-        first[1:] |= col[1:] != col[:-1]
+        np.not_equal(key[1:], key[:-1], out=first[1:])
         starts = np.flatnonzero(first)
-        row, col, val = row[starts], col[starts], np.add.reduceat(val, starts)
+        key, val = key[starts], np.add.reduceat(val, starts)
+        row, col = np.divmod(key, max(n, 1))
+    del key
     if val.size and val.min() < 0:
         raise ValueError(negative)
     diagonal = row == col
