@@ -232,3 +232,21 @@ def test_the_better_of_the_first_start_and_the_given_order_is_refined_first(data
         map_tasks(g, topo, method="auto", work_limit=limit)
         assert np.array_equal(refined[0], np.arange(g.n))
         assert len(refined) == 1 or np.array_equal(refined[1], first)
+
+
+def test_beyond_large_tasks_the_parallel_multisection_starts_first(monkeypatch):
+    """A large instance starts with KaMinPar's top cuts and grown nodes,
+    whatever the budget, and the KaHIP top split alone is no start there;
+    on one thread the whole run repeats."""
+    from rankmap.algorithms.portfolio import one_to_one
+
+    monkeypatch.setattr(one_to_one, "LARGE_TASKS", 512)
+    g = grid_graph(32, 32).subgraph(np.random.default_rng(1).permutation(1024))
+    topo = hierarchy_topology([4, 16, 16], [1, 10, 100])
+    for limit in (0.0, 0.1, 1000.0):
+        starts, _ = plan(g, topo, limit, threads=2)
+        assert starts[0][1]["backend"] == "kaminpar" and starts[0][1]["threads"] == 2
+        assert not any(opts.get("levels") == 1 for _, opts, _ in starts)
+    a = map_tasks(g, topo, method="auto", seed=2, work_limit=0.5, workers=1).pe_of_task
+    assert np.array_equal(a, map_tasks(g, topo, method="auto", seed=2, work_limit=0.5, workers=1).pe_of_task)
+    assert mapping_cost(g, topo, a) < mapping_cost(g, topo, np.arange(1024)) / 3

@@ -69,6 +69,7 @@ import time
 
 import numpy as np
 
+from ...cores import workers_option
 from ...cost import mapping_cost
 from ...deadline import Deadline, slowness
 from ...topology import Topology
@@ -129,6 +130,9 @@ _REBISECT_SCALE = {"fast": 2.0, "eco": 2.0, "strong": 5.0}  # one pair took this
                        # 3 runs; uncapped 7 x on add20/2048)
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
+LARGE_TASKS = 1 << 15  # beyond this many tasks the parallel multisection (KaMinPar, growing) starts first
+GROW_BELOW = 512      # ... its sub-problems of at most this many tasks grown, not partitioned
+_PER_GROWN_TASK = 2e-7  # growing: seconds per task (0.11 s for the 2^17 tasks of a stencil in 2048 nodes)
 
 
 def budget_of(graph, topology, time_limit: float | None) -> float:
@@ -206,11 +210,50 @@ def _steiner_cost(graph, topology) -> float:
     return steiner_seconds(graph.symmetric.nnz, calls=max(topology.n_pes // 64, 1))
 
 
-def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> list[tuple[str, dict, float]]:
+def large_start(graph, topology, seed: int = 0, threads: int = 1) -> tuple[str, dict, float]:
+    """auto's first start beyond LARGE_TASKS tasks, with its estimated
+    seconds: the parallel multisection, KaMinPar fast on ``threads``
+    threads for the large sub-problems (the top cuts), greedy growing for
+    those of at most GROW_BELOW tasks (``construct/growing.py``), every
+    level's at once.  On a 2^17-task stencil onto 4:16:2048 it took 1.5 s
+    (one thread) where KaHIP fast's multisection took 23 s (two
+    processes), at J 1.006 x its J (``docs/results/scale.md``)."""
+    from ..construct.partition import partition_seconds
+
+    cost, tasks, levels = 0.0, graph.n, _splitting_levels(topology)
+    for parts in levels:
+        if tasks <= GROW_BELOW:
+            cost += graph.n * _PER_GROWN_TASK
+            break
+        calls = -(-graph.n // tasks)  # the level's sub-problems, each a share of the graph
+        cost += calls * partition_seconds(tasks, -(-graph.symmetric.nnz // calls), parts, "kaminpar", "fast",
+                                          threads)
+        tasks = -(-tasks // parts)
+    opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": threads, "grow_below": GROW_BELOW}
+    return ("multisection", opts, cost)
+
+
+def _splitting_levels(topology) -> list[int]:
+    """Children per splitting node, top down, along the first path (a
+    uniform tree's arities, leaves last)."""
+    out, node = [], topology.root
+    while True:
+        children = topology.children(node)
+        if children.size == 0:
+            return out
+        if children.size > 1:
+            out.append(int(children.size))
+        node = int(children[0])
+
+
+def candidates(graph, topology, seed: int = 0, budget: float | None = None,
+               threads: int = 1) -> list[tuple[str, dict, float]]:
     """Every start auto may make, in order, with its estimated seconds
     (without the refinement that follows it).  The first is KaHIP fast,
     or beyond N2_MAX_TASKS tasks KaHIP eco when ``budget`` pays for it,
-    the given order and the V-cycles on the better (``_eco_first``)."""
+    the given order and the V-cycles on the better (``_eco_first``);
+    beyond LARGE_TASKS the parallel multisection (``large_start``) goes
+    before all of them."""
     def ms(backend, preset, run_seed, steiner=False):
         cost = _multisection_cost(graph, topology, backend, preset)
         opts = {"preset": preset, "backend": backend, "seed": run_seed}
@@ -246,6 +289,8 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> l
     # last: on 16 graph models and 5 traffic matrices of the quality set it was never the best start (refined:
     # 1.004-1.005 x the best); GreedyAllC is not a start at all (refined: 1.05-2.06 x the best)
     runs.append(("treematch", {"seed": seed}, treematch_cost))
+    if graph.n > LARGE_TASKS and graph.n <= topology.n_pes:  # the KaHIP top split alone: no start here
+        runs = [large_start(graph, topology, seed, threads)] + runs[:1] + runs[2:]
     return [r for r in runs if r[0] in METHODS]
 
 
@@ -325,7 +370,8 @@ def top_split(graph, topology, seed: int = 0) -> tuple[str, dict, float]:
     return ("multisection", {"preset": "fast", "backend": "kahip", "seed": seed, "levels": 1}, cost)
 
 
-def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list[tuple[str, dict, float]], float]:
+def plan(graph, topology, time_limit: float | None, seed: int = 0,
+         threads: int = 1) -> tuple[list[tuple[str, dict, float]], float]:
     """The starts auto may make for this instance and budget, in order,
     each with its estimated seconds, and their estimated total with the
     refinements: the estimates alone decide, before any run.  auto runs
@@ -334,7 +380,7 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     budget = budget_of(graph, topology, time_limit)
     refine = refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
-    for name, opts, cost in _ordered(candidates(graph, topology, seed, budget), budget, graph.n):
+    for name, opts, cost in _ordered(candidates(graph, topology, seed, budget, threads), budget, graph.n):
         if chosen and spent + cost + refine > _start_budget(budget, len(chosen)):
             continue
         chosen.append((name, opts, cost))
@@ -359,7 +405,7 @@ def _ordered(runs, budget: float, n: int):
     to N2_MAX_TASKS), the given order goes first (no partitioning: only its
     refinement, which the budget limits, costs)."""
     if len(runs) < 2 or runs[1][1].get("levels") != 1:
-        return runs
+        return runs  # beyond LARGE_TASKS: the parallel multisection first, whatever the budget
     whole, top, rest = runs[0], runs[1], runs[2:]
     if whole[2] <= budget:
         return [whole] + rest
@@ -370,7 +416,8 @@ def _ordered(runs, budget: float, n: int):
 
 @register("auto", "best J of multisection / GreedyAllC / TreeMatch runs with swap refinement "
                   "within time_limit seconds (default 10; deterministic per seed and budget; "
-                  "workers=N: multisections in N processes, same result; default the cores)",
+                  "workers=N: multisections in N processes, same result; default the cores; beyond "
+                  "32768 tasks KaMinPar's threads, where only workers=1 repeats exactly)",
           machines=("tree", "mesh"))
 def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, deadline=None, **options):
     deadline = Deadline.of(deadline)
@@ -388,7 +435,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
     refine = refine_cost(graph, topology, True)
     spent, idle, repeats, tried = 0.0, 0, 0, 0
     began, spent_then = time.monotonic(), 0.0  # the pace is measured from the second start on
-    starts, _ = plan(graph, topology, time_limit, seed)
+    starts, _ = plan(graph, topology, time_limit, seed, workers_option(workers))
     given_later = any(name == "identity" for name, _, _ in starts[1:])
     deferred = None  # the first start's unrefined mapping, when the given order was refined in its place
     for name, opts, cost in starts:
@@ -409,7 +456,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
         if tried and not deadline.allows((cost + first_use(opts)) * slowness(began, spent - spent_then)):
             continue  # it would end after the deadline (the first start is cut inside instead)
         run_seed = opts.pop("seed")
-        if name == "multisection":  # the plan and the result do not depend on it
+        if name == "multisection" and opts.get("backend") != "kaminpar":  # the result does not depend on it
             opts["workers"] = workers
         if opts.get("start") == "best":  # V-cycles on the best mapping so far
             opts["start"] = best_pe
