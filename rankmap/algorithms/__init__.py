@@ -105,11 +105,17 @@ _PER_COST_ENTRY = 2.5e-7  # seconds per graph entry of one J pass (mapping_cost 
 _TAIL_PASSES = 3          # after the method: J of its last start, and of the given order and the result
 
 
+def pass_seconds(graph) -> float:
+    """Estimated seconds of one whole-graph pass that no deadline cuts (the
+    J of a mapping): what a caller reserves for the passes after a search."""
+    return _PER_COST_ENTRY * (graph.n_edges + graph.n)
+
+
 def _tail_seconds(graph) -> float:
     """Estimated seconds of the whole-graph passes that follow a method's
     search and that no deadline cuts: the J of its last start, the check
     of the mapping, the comparison with the given order."""
-    return _TAIL_PASSES * _PER_COST_ENTRY * (graph.n_edges + graph.n)
+    return _TAIL_PASSES * pass_seconds(graph)
 
 
 def _within_nodes(graph, topology, pe, deadline: Deadline):

@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from ..algorithms import METHODS, map_tasks
+from ..algorithms import METHODS, map_tasks, pass_seconds
 from ..algorithms.options import check_options
 from ..cost import evaluate
 from ..deadline import Deadline
@@ -34,6 +34,10 @@ from ..formats.relaunch import relaunch_lines
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, dump_json, load_graph,
                      load_machine, print_comparison, print_relaunch, recorded_program)
+
+#: whole-graph passes of the report, in J passes' time (``pass_seconds``): two reports
+#: (each a J pass, the bytes per level and the link loads) and the launch files
+REPORT_PASSES = 6
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -173,8 +177,9 @@ def run(args) -> int:
                         "mapping)")
     deadline = Deadline(args.time_limit, start=args.started)  # start-up and reading count too
     graph, topology, recorded, options = _load(args)
+    # ... and the report after the mapping: J before and after, the launch files
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                        deadline=deadline, **options)
+                        deadline=deadline.sooner(REPORT_PASSES * pass_seconds(graph)), **options)
     return _report(args, graph, topology, recorded, mapping)
 
 
@@ -218,12 +223,13 @@ def _report(args, graph, topology, recorded, mapping) -> int:
         before_pe, before_name = recorded, "recorded"
     before = evaluate(graph, topology, before_pe, check=False, comm_factor=args.comm_factor)
     after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
+    j_identity = before.J if recorded is None else evaluate(graph, topology, identity.pe_of_task, check=False).J
     written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
         if args.output else {}
     if args.json:
         dump_json({"method": args.method, "seed": args.seed, "n_tasks": graph.n,
                    "n_pes": topology.n_pes, "J": after.J,
-                   "J_identity": evaluate(graph, topology, identity.pe_of_task, check=False).J,
+                   "J_identity": j_identity,
                    "before": before_name, "J_before": before.J,
                    "ratio": after.J / before.J if before.J else 1.0,
                    "bytes_per_level": after.bytes_per_level, "bottleneck": after.bottleneck,
