@@ -42,7 +42,6 @@ from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
 from ..registry import register
 from ..pool import fork_server_pool, without_main
-from .growing import grow_split
 from .partition import (BACKENDS, first_call_seconds, mtkahypar_map, partition_graph, partition_seconds,
                         repair_balance, steiner_seconds)
 
@@ -299,6 +298,8 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
             continue
         _append_children(below_next, children, tasks, _split(s, node, adj, ws, pes, sub_seed, deadline))
     if grown:
+        from .growing import grow_split  # numba: loaded only where a level grows (the quick start never does)
+
         blocks = grow_split(sym, [t for _, _, t, _ in grown], [c for _, _, _, c in grown], s.threads)
         for (_, children, tasks, _), block in zip(grown, blocks):
             _append_children(below_next, children, tasks, block)
