@@ -90,10 +90,13 @@ _PARTITION_SCALE, _SIZE_POWER, _PARTS_POWER = 3.5e-5, 0.57, 0.62
 _PARTITION_RATE = 1e-6
 _PRESET_FACTOR = {("kahip", "fast"): 1.0, ("kahip", "eco"): 2.9, ("kahip", "strong"): 8.3,
                   ("mtkahypar", "fast"): 7.6, ("mtkahypar", "eco"): 7.6, ("mtkahypar", "strong"): 7.6}
-# KaMinPar, one thread: CPU seconds per (n + nnz) of a 2-D stencil into blocks of 64 (fast: 2^17 1.1 s,
-# 2^20 11.8 s; default 1.9x, strong 25x that at 2^17) and per call (writing and loading the file,
-# its contexts: 12 ms on a 256-task graph); threads divide the rate by KAMINPAR_SPEEDUP per thread
-_KAMINPAR_RATE = {"fast": 2.2e-6, "eco": 4.2e-6, "strong": 5.5e-5}
+# KaMinPar, one thread: CPU seconds per vertex and per adjacency entry (fast: a 2-D stencil of 2^17
+# tasks into blocks of 64 1.1 s, 2^20 11.8 s; AMG-like graphs of 512 and 1000 tasks with 188 and 221
+# partners each 0.04 and 0.07 s; default 1.9x, strong 25x fast at 2^17, 4.3x on the 1000 AMG tasks) and
+# per call (writing and
+# loading the file, its contexts: 12 ms on a 256-task graph); threads divide the rate by
+# KAMINPAR_SPEEDUP per thread
+_KAMINPAR_RATE = {"fast": (8e-6, 3e-7), "eco": (1.5e-5, 5.7e-7), "strong": (2e-4, 1.2e-6)}
 _KAMINPAR_CALL = 0.01
 KAMINPAR_SPEEDUP = 0.6  # of each further thread (KaMinPar's own figures: 2^20 on 16 threads 6-7x one)
 
@@ -111,6 +114,29 @@ def steiner_seconds(nnz: int, calls: int = 1) -> float:
     return calls * _STEINER_CALL + nnz * _STEINER_ENTRY
 
 
+# on dense graphs (DENSE_DEGREE partners per task and more) KaHIP and Mt-KaHyPar take longer per
+# adjacency entry as the degree grows: (degree / 8) to these powers (CPU seconds over the sparse
+# price, AMG-like and geometric graphs of 512-1000 tasks and 190-240 partners into nodes of 48: KaHIP
+# fast 4.4-5x, eco 11.7x, strong 14x, Mt-KaHyPar 1.7x); KaMinPar's rate holds (0.04-0.07 s)
+_DENSITY_POWER = {("kahip", "fast"): 0.45, ("kahip", "eco"): 0.75, ("kahip", "strong"): 0.8,
+                  ("mtkahypar", "fast"): 0.16, ("mtkahypar", "eco"): 0.16, ("mtkahypar", "strong"): 0.16}
+DENSE_DEGREE = 64       # a graph with at least this many partners per vertex on average ...
+DENSE_MIN_TASKS = 512   # ... and at least this many vertices is dense (``dense``)
+
+
+def dense(n: int, nnz: int) -> bool:
+    """Hundreds of partners per task (AMG's coarse levels, all-to-all
+    phases): where the partitioners' prices grow with the degree and a
+    refinement pass over the edges costs a degree per pair."""
+    return n >= DENSE_MIN_TASKS and nnz >= DENSE_DEGREE * n
+
+
+def density_factor(backend: str, preset: str, n: int, nnz: int) -> float:
+    """How much longer than its sparse price a partitioning call of a
+    dense graph takes (1 on others)."""
+    return (nnz / n / 8) ** _DENSITY_POWER.get((backend, preset), 0.0) if dense(n, nnz) else 1.0
+
+
 def partition_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: str = "fast",
                       threads: int = 1) -> float:
     """Estimated seconds of ``partition_graph`` on ``n`` vertices with
@@ -120,8 +146,9 @@ def partition_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", pres
         return 0.0
     if backend == "kaminpar":
         speedup = 1 + KAMINPAR_SPEEDUP * (max(int(threads), 1) - 1)
-        return _KAMINPAR_CALL + _KAMINPAR_RATE.get(preset, _KAMINPAR_RATE["strong"]) * (n + nnz) / speedup
-    factor = _PRESET_FACTOR.get((backend, preset), 8.3)
+        per_vertex, per_entry = _KAMINPAR_RATE.get(preset, _KAMINPAR_RATE["strong"])
+        return _KAMINPAR_CALL + (per_vertex * n + per_entry * nnz) / speedup
+    factor = _PRESET_FACTOR.get((backend, preset), 8.3) * density_factor(backend, preset, n, nnz)
     size = n + nnz
     return factor * max(_PARTITION_SCALE * size ** _SIZE_POWER * parts ** _PARTS_POWER,
                         _PARTITION_RATE * size * (1 + parts / 64) ** 0.85)

@@ -76,6 +76,7 @@ from ...topology import Topology
 from ..refine.budgeted import (N2_MAX_TASKS, REFINE_PASSES, memory_factor, refine_cost, refine_start,
                                scan_seconds)
 from ..refine.cycles import cycle_refine
+from ..refine.swaps import dense_graph
 from ..refine.exact_groups import MAX_PIECES, exact_group_refine
 from ..refine.moves import move_refine
 from ..refine.rebisect import rebisect_pairs, top_subtree_size
@@ -91,7 +92,12 @@ _PER_PARTITION_CALL = {("kahip", "fast"): 1.7e-4, ("kahip", "eco"): 3.1e-4, ("ka
                        ("mtkahypar", "fast"): 5.9e-4}  # Mt-KaHyPar 1 thread, deterministic presets ...
 _PER_EDGE_LEVEL = {("kahip", "fast"): 1.75e-6, ("kahip", "eco"): 5e-6, ("kahip", "strong"): 1.45e-5,
                    ("mtkahypar", "fast"): 1.33e-5}  # ... which cost the same for every preset
-_TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge
+_TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge ...
+_DENSE_BELOW_TOP = 1.2  # a dense graph's multisection: its top split's price times this (Mt-KaHyPar on an
+                        # AMG-like graph of 1000 tasks into 21 nodes of 48: 3.7 s CPU in all, 3.6 s the top)
+_TREEMATCH_DENSE = 1.6  # ... on dense graphs times (degree / 8) to this power (its grouping and final
+                        # refinement go with the degree: 3.0, 7.2, 11.8 s CPU on AMG-like and geometric
+                        # graphs of 512-1000 tasks with 188-238 partners, priced 3.7, 7.0, 11.2 s)
 _PER_KICK = 1.2e-4         # one kick's fixed cost (kick, J, pair lists) ...
 _PER_KICK_EDGE = 1e-8      # ... plus this per edge
 _PER_CYCLE_TASK = 4e-5     # one round of cyclic exchanges (refine/cycles.py), per task (0.2 s cpu for
@@ -147,18 +153,26 @@ def budget_of(graph, topology, time_limit: float | None) -> float:
     kicks rarely lower J (the module docstring)."""
     if time_limit is not None:
         return budget_seconds(time_limit)
-    work = _multisection_cost(graph, topology, "kahip", "eco") + refine_cost(graph, topology, True)
+    # VieM's work: its refinement has no connection cache (on dense graphs a scan costs O(m) there)
+    work = _multisection_cost(graph, topology, "kahip", "eco") + refine_cost(graph, topology, True, cached=False)
     if graph.n > N2_MAX_TASKS:  # a start's refinement costs about a multisection: pay for the V-cycles too
         work += _multilevel_cost(graph, topology)
     return min(budget_seconds(None), DEFAULT_EFFORT * work + _mtkahypar_top_cost(graph, topology))
 
 
 def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
+    from ..construct.partition import partition_seconds
+
+    nnz = graph.symmetric.nnz
+    if backend == "kaminpar":  # the top cut: the levels below are grown (``large_start``)
+        return partition_seconds(graph.n, nnz, _top_parts(topology), backend, preset) + graph.n * _PER_GROWN_TASK
+    key = (backend, "fast" if backend == "mtkahypar" else preset)
+    if dense_graph(graph):  # most edges are cut at the top: the levels below see few of them
+        return _DENSE_BELOW_TOP * partition_seconds(graph.n, nnz, _top_parts(topology), *key)
     internal = int(np.count_nonzero(topology.child_ptr[1:] > topology.child_ptr[:-1]))
     calls = min(internal, graph.n)
     levels = max(int(topology.max_depth), 1)
-    key = (backend, "fast" if backend == "mtkahypar" else preset)
-    return calls * _PER_PARTITION_CALL[key] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[key]
+    return calls * _PER_PARTITION_CALL[key] + (graph.n + nnz) * levels * _PER_EDGE_LEVEL[key]
 
 
 def _rebisect_pair_cost(graph, topology, preset: str = "strong") -> float | None:
@@ -180,9 +194,12 @@ def _bisection_cost(graph, topology, preset: str) -> float | None:
     size = top_subtree_size(topology)
     if size is None or graph.n > topology.n_pes:
         return None
+    from ..construct.partition import density_factor
+
     key = ("kahip", preset)
     edges = 2 * graph.symmetric.nnz * size / topology.n_pes
-    return _PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]
+    return (_PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]) \
+        * density_factor(*key, graph.n, graph.symmetric.nnz)
 
 
 def _rebisect_scans(graph, topology, preset: str) -> int:
@@ -253,10 +270,13 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None,
     or beyond N2_MAX_TASKS tasks KaHIP eco when ``budget`` pays for it,
     the given order and the V-cycles on the better (``_eco_first``);
     beyond LARGE_TASKS the parallel multisection (``large_start``) goes
-    before all of them."""
+    before all of them; dense graphs have starts of their own
+    (``_dense_candidates``)."""
     def ms(backend, preset, run_seed, steiner=False):
         cost = _multisection_cost(graph, topology, backend, preset)
         opts = {"preset": preset, "backend": backend, "seed": run_seed}
+        if backend == "kaminpar":  # one thread: repeatable
+            opts.update(threads=1, grow_below=GROW_BELOW)
         if backend == "mtkahypar":
             # its other presets differ from call to call even with one
             # thread and the same seed (auto on add32/512 gave J 52922,
@@ -270,7 +290,9 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None,
             cost += _steiner_cost(graph, topology)
         return ("multisection", opts, cost)
 
-    treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
+    treematch_cost = _treematch_cost(graph)
+    if dense_graph(graph):
+        return [r for r in _dense_candidates(ms, seed, treematch_cost) if r[0] in METHODS]
     multilevel_cost = _multilevel_cost(graph, topology)
     eco = ms("kahip", "eco", seed)
     eco_first = _eco_first(graph, topology, budget)
@@ -292,6 +314,34 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None,
     if graph.n > LARGE_TASKS and graph.n <= topology.n_pes:  # the KaHIP top split alone: no start here
         runs = [large_start(graph, topology, seed, threads)] + runs[:1] + runs[2:]
     return [r for r in runs if r[0] in METHODS]
+
+
+def _dense_candidates(ms, seed: int, treematch_cost: float) -> list[tuple[str, dict, float]]:
+    """The starts on a dense graph (``refine.swaps.dense_graph``), whose
+    refinement scans with the connection cache.  There KaHIP is slow and
+    cuts worse than KaMinPar and Mt-KaHyPar (an AMG-like graph of 1000
+    tasks with 221 partners into 21 nodes: KaHIP fast 1.24 s CPU, cut
+    2.23e9; eco 11.7x fast's time; KaMinPar 0.07 s, 1.99e9; Mt-KaHyPar 3.6
+    s, 1.93e9), and Mt-KaHyPar's multisection is the start that pays:
+    refined J 207.3e9 against 216.1-216.7e9 from KaMinPar's (fast, eco,
+    strong alike).  So KaMinPar fast first (a start within any budget), the
+    given order, Mt-KaHyPar, then further seeds of both; the multilevel
+    V-cycles are no start here (their FM scans every edge per move: 8
+    cycles doubled auto's time and left J 0.2 % higher than the same
+    budget's kicks), the node-pair re-bisection (KaHIP) neither."""
+    runs = [ms("kaminpar", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
+            ms("kaminpar", "eco", seed)]
+    for i in range(1, 5):
+        runs += [ms("mtkahypar", "fast", seed + i), ms("kaminpar", "fast", seed + i)]
+    runs.append(("treematch", {"seed": seed}, treematch_cost))
+    return runs
+
+
+def _treematch_cost(graph) -> float:
+    """Estimated seconds of TreeMatch with its final refinement."""
+    degree = graph.symmetric.nnz / max(graph.n, 1)
+    dense = (degree / 8) ** _TREEMATCH_DENSE if dense_graph(graph) else 1.0
+    return _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2] * dense
 
 
 def _multilevel_cost(graph, topology) -> float:
@@ -509,7 +559,8 @@ def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed
         return pe_of_task, j, 0.0
     pair *= REBISECT_SEEDS
     k = topology.n_pes // top_subtree_size(topology)
-    pairs = min(max(int(budget / pair), MIN_REBISECT_PAIRS if graph.n <= N2_MAX_TASKS else 0), k * (k - 1) // 2)
+    least = MIN_REBISECT_PAIRS if graph.n <= N2_MAX_TASKS and not dense_graph(graph) else 0  # KaHIP is slow there
+    pairs = min(max(int(budget / pair), least), k * (k - 1) // 2)
     if pairs < 1 or not deadline.allows(pair):  # a KaHIP call cannot be cut: the first pair must fit
         return pe_of_task, j, 0.0
     pe = rebisect_pairs(graph, topology, pe_of_task, preset=REBISECT_PRESET, seed=seed, seeds=REBISECT_SEEDS,
@@ -569,7 +620,10 @@ def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int, deadline: De
     """With fewer tasks than PEs a swap never uses a free PE: moves into free
     PEs (``move_refine``) and swap refinement alternate while the moves
     lower J, up to FREE_PE_ROUNDS times.  On auto's result for 3elt, uk and
-    data models of 200-400 tasks on 256-512 PEs: J 0-6% lower in 0.02 s."""
+    data models of 200-400 tasks on 256-512 PEs: J 0-6% lower in 0.02 s.
+    On a dense graph the swaps scan around the moved tasks only (the
+    mapping was swap-optimal before them): a whole refinement per round
+    there took 25 s of an AMG-like graph's 4096 tasks on 4128 PEs."""
     pe = pe_of_task
     for r in range(FREE_PE_ROUNDS):
         if deadline.expired():
@@ -577,7 +631,12 @@ def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int, deadline: De
         moved = move_refine(graph, topology, pe, eps=None, seed=seed + r, deadline=deadline)
         if mapping_cost(graph, topology, moved) >= j * (1 - 1e-12):
             break
-        pe, _ = refine_start(graph, topology, moved, refine_cost(graph, topology, True), seed + r, deadline)
+        if dense_graph(graph):
+            cap = max(int(refine_cost(graph, topology, True) / scan_seconds(graph, topology)), 1)
+            pe, _, _ = refine_around(graph, topology, moved, np.flatnonzero(moved != pe), seed=seed + r,
+                                     max_scans=cap, deadline=deadline)
+        else:
+            pe, _ = refine_start(graph, topology, moved, refine_cost(graph, topology, True), seed + r, deadline)
         j = mapping_cost(graph, topology, pe)
     return pe, j
 

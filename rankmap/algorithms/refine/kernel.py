@@ -237,3 +237,128 @@ def ball_pairs(indptr, indices, sources, depth, cap, mark, stamp, queue, out_u, 
                 out_v[written] = v
                 written += 1
     return sources.size, written, stamp
+
+
+# ---------------------------------------------------------------------------
+# Best-partner scans with connection caches (dense graphs).
+#
+# ``best_swaps_of`` pays O(n depth + m) per scanned task: C_v(p_u) for every
+# v is a pass over all edges.  With W[v, a] = the traffic of v's neighbours
+# placed below node a, kept for every task and every inner node of the tree
+# (the cache: n x inner nodes), C_v(p_u) is O(depth) per v, a scan O(n
+# depth + deg(u) depth), and a swap updates the cache of the two tasks'
+# neighbours in O((deg(u) + deg(v)) depth): the cost of evaluating a pair no
+# longer grows with the degree, and a move costs its own edges only.
+
+
+def cache_columns(topology) -> np.ndarray:
+    """Column of every inner node below the root in the connection cache,
+    -1 for the root, the leaves and the padding ids of the paths."""
+    inner = np.flatnonzero((topology.child_ptr[1:] > topology.child_ptr[:-1]) & (topology.parent >= 0))
+    col = np.full(topology.n_nodes + topology.n_pes, -1, dtype=np.int64)
+    col[inner] = np.arange(inner.size)
+    return col
+
+
+@njit(cache=True, nogil=True)
+def connection_cache(indptr, indices, w, pos, paths, col, n_cols):
+    """W[v, col[a]]: the traffic of v's neighbours placed below inner node a;
+    and every task's total traffic."""
+    n = pos.size
+    cache = np.zeros((n, n_cols))
+    total = np.zeros(n)
+    for v in range(n):
+        for e in range(indptr[v], indptr[v + 1]):
+            px = pos[indices[e]]
+            total[v] += w[e]
+            for d in range(1, paths.shape[0]):
+                c = col[paths[d, px]]
+                if c >= 0:
+                    cache[v, c] += w[e]
+    return cache, total
+
+
+@njit(cache=True, nogil=True)
+def _cached_cost(cache, total, paths, dist_ext, col, v, q, w_at_q):
+    """C_v(q) = sum_x S_vx D(q, p_x) from v's cache row: ``w_at_q`` is the
+    traffic of v to the task on PE q (0 when v is on q)."""
+    prev = total[v]
+    s = 0.0
+    for d in range(1, paths.shape[0]):
+        a = paths[d, q]
+        c = col[a]
+        now = cache[v, c] if c >= 0 else w_at_q
+        s += dist_ext[paths[d - 1, q]] * (prev - now)
+        prev = now
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _move_in_cache(indptr, indices, w, cache, paths, col, t, p_from, p_to):
+    """Task t moved from PE p_from to p_to: its neighbours' cache rows."""
+    for e in range(indptr[t], indptr[t + 1]):
+        x = indices[e]
+        for d in range(1, paths.shape[0]):
+            a, b = paths[d, p_from], paths[d, p_to]
+            if a == b:
+                continue
+            if col[a] >= 0:
+                cache[x, col[a]] -= w[e]
+            if col[b] >= 0:
+                cache[x, col[b]] += w[e]
+
+
+@njit(cache=True, nogil=True)
+def best_swaps_cached(indptr, indices, w, pos, paths, dist_ext, gamma, order, tol, moved, cache, total, col):
+    """``best_swaps_of`` (same gains, same choices) with the connection
+    cache (``connection_cache``, kept up to date here): a scan costs
+    O(n depth + deg(u) depth), a swap O((deg(u) + deg(v)) depth)."""
+    n = pos.size
+    depth = paths.shape[0]
+    wnode = np.zeros(dist_ext.size)
+    wu = np.zeros(n)
+    n_moved = 0
+    for u in order:
+        pu = pos[u]
+        for e in range(indptr[u], indptr[u + 1]):
+            x = indices[e]
+            wu[x] += w[e]
+            px = pos[x]
+            for d in range(depth):
+                wnode[paths[d, px]] += w[e]
+        best = -tol
+        best_v = -1
+        for v in range(n):
+            pv = pos[v]
+            if pv == pu:
+                continue
+            cu = 0.0
+            for d in range(depth - 1):
+                a = paths[d, pv]
+                cu += (wnode[a] - wnode[paths[d + 1, pv]]) * dist_ext[a]
+            cv = _cached_cost(cache, total, paths, dist_ext, col, v, pu, wu[v])
+            g = cu + cv - gamma[u] - gamma[v] + 2.0 * wu[v] * _dist(paths, dist_ext, pu, pv)
+            if g < best:
+                best = g
+                best_v = v
+        for e in range(indptr[u], indptr[u + 1]):
+            x = indices[e]
+            wu[x] = 0.0
+            px = pos[x]
+            for d in range(depth):
+                wnode[paths[d, px]] = 0.0
+        if best_v < 0:
+            continue
+        v = best_v
+        pv = pos[v]
+        pos[u], pos[v] = pv, pu
+        _move_in_cache(indptr, indices, w, cache, paths, col, u, pu, pv)
+        _move_in_cache(indptr, indices, w, cache, paths, col, v, pv, pu)
+        for t in (u, v):
+            moved[n_moved] = t
+            n_moved += 1
+            gamma[t] = _cached_cost(cache, total, paths, dist_ext, col, t, pos[t], 0.0)
+            for e in range(indptr[t], indptr[t + 1]):
+                x = indices[e]
+                gamma[x] = _cached_cost(cache, total, paths, dist_ext, col, x, pos[x], 0.0)
+    return n_moved
