@@ -155,7 +155,8 @@ def _given_order(graph, topology, eps):
 def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     """What auto does when its own start does not fit the deadline: the
     better of the given order and a KaHIP fast multisection (auto's first
-    start without its refinement; neither loads numba), on a tree where the
+    start without its refinement; KaMinPar's on a dense graph; neither
+    loads numba), on a tree where the
     deadline leaves time for its import and as long again.  The
     multisection prices every partitioning call against the deadline at
     idle-core speed: its deadline comes as much sooner as the import ran
@@ -168,8 +169,12 @@ def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     slow = 1.0 if loaded else slowness(began, QUICK_START_IMPORT)
     left = deadline.remaining() - _tail_seconds(graph)
     inner = deadline.sooner(deadline.remaining() - left / slow)
+    from .construct.partition import dense
+
+    # KaHIP is slow on dense graphs (5x its sparse price at 200 partners per task), KaMinPar is not
+    backend = "kaminpar" if dense(graph.n, graph.symmetric.nnz) else "kahip"
     try:
-        pe = np.asarray(multisection(graph, topology, seed=seed, eps=eps, preset="fast", backend="kahip", workers=1,
+        pe = np.asarray(multisection(graph, topology, seed=seed, eps=eps, preset="fast", backend=backend, workers=1,
                                      deadline=inner), dtype=np.int64)
         validate_mapping(pe, graph, topology, eps=eps)
     except ValueError:  # cut where weighted tasks no longer fit their PEs
