@@ -22,12 +22,20 @@ from .topology import Topology
 
 
 def mapping_cost(graph: CommGraph, topology: Topology, pe_of_task) -> float:
-    """J of a mapping: the single definition of the objective."""
+    """J of a mapping: the single definition of the objective (in slices of
+    COST_SLICE pairs: memory stays O(n + m) at any size)."""
     pe = np.asarray(pe_of_task, dtype=np.int64)
     src, dst, w = graph.coo()
     if w.size == 0:
         return 0.0
-    return float(np.dot(w, topology.distance(pe[src], pe[dst])))
+    if w.size <= COST_SLICE:
+        return float(np.dot(w, topology.distance(pe[src], pe[dst])))
+    return float(sum(np.dot(w[i:i + COST_SLICE], topology.distance(pe[src[i:i + COST_SLICE]],
+                                                                   pe[dst[i:i + COST_SLICE]]))
+                     for i in range(0, w.size, COST_SLICE)))
+
+
+COST_SLICE = 1 << 22  # pairs per slice of mapping_cost
 
 
 @dataclass

@@ -30,9 +30,13 @@ class CommGraph:
     """
 
     def __init__(self, bytes_matrix, messages=None, vertex_weights=None, name: str = ""):
-        row, col, val, n = _triples(bytes_matrix, "communication matrix")
+        if isinstance(bytes_matrix, _Rows) and bytes_matrix.canonical():  # a reader's rows: kept as they are
+            n = bytes_matrix.n
+            self._b, self.self_bytes = (bytes_matrix.indptr, bytes_matrix.indices, bytes_matrix.data), 0.0
+        else:
+            row, col, val, n = _triples(bytes_matrix, "communication matrix")
+            self._b, self.self_bytes = _csr(row, col, val, n, "communication matrix has negative byte counts")
         self._n = n
-        self._b, self.self_bytes = _csr(row, col, val, n, "communication matrix has negative byte counts")
         self._bytes = None
         self._symmetric_b = None  # B == B^T, once known (``_transpose_equal``)
         self.messages = messages
@@ -64,6 +68,16 @@ class CommGraph:
             raise ValueError(f"task ids must lie in 0..{n - 1}")
         m = None if messages is None else _Triples(src, dst, np.asarray(messages, dtype=np.float64), n)
         return cls(_Triples(src, dst, w, n), m, vertex_weights, name)
+
+    @classmethod
+    def from_rows(cls, indptr, indices, nbytes, vertex_weights=None, name: str = "") -> "CommGraph":
+        """Build from rows in order (CSR: row u's destinations
+        ``indices[indptr[u]:indptr[u + 1]]``, as a graph file lists them):
+        kept without a copy or a sort when every row is canonical (strictly
+        increasing destinations, no diagonal, no zero bytes), else summed
+        and sorted as ``from_edges`` does."""
+        return cls(_Rows(np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64),
+                         np.asarray(nbytes, dtype=np.float64)), None, vertex_weights, name)
 
     @classmethod
     def from_dense(cls, matrix, messages=None, name: str = "") -> "CommGraph":
@@ -112,10 +126,9 @@ class CommGraph:
     def symmetric(self):
         """S = B + B^T: undirected traffic of each pair, stored at both ends
         (2B where B is symmetric, as every METIS graph is: no sparse sum)."""
-        if self._transpose_equal():
-            s = self.bytes.copy()
-            s.data *= 2
-            return s
+        if self._transpose_equal():  # 2B on B's own index arrays (no copy of them)
+            b = self.bytes
+            return _scipy_csr((b.indptr, b.indices, b.data * 2), self._n)
         s = (self.bytes + self.bytes.T).tocsr()
         s.sum_duplicates()
         s.sort_indices()
@@ -208,9 +221,43 @@ class _Triples:
         self.row, self.col, self.val, self.n = row, col, val, n
 
 
+class _Rows:
+    """CSR rows in order (``from_rows``): ``canonical`` says whether they
+    can be the graph's arrays as they are."""
+
+    __slots__ = ("indptr", "indices", "data", "n")
+
+    def __init__(self, indptr, indices, data, n: int | None = None):
+        self.indptr, self.indices, self.data = indptr, indices, data
+        self.n = indptr.size - 1 if n is None else n
+        if indices.shape != data.shape or indptr[-1] != indices.size:
+            raise ValueError("rows: indptr, indices and bytes do not match")
+
+    def canonical(self) -> bool:
+        """Strictly increasing destinations in every row, in range, none on
+        the diagonal, no zero or negative bytes: checked in slices of rows,
+        memory O(n) beside the rows themselves."""
+        indptr, indices, n = self.indptr, self.indices, self.n
+        if indices.size == 0:
+            return True
+        if indices.min() < 0 or indices.max() >= n or not bool((self.data > 0).all()):
+            return False
+        step = max(1, (1 << 22) * n // indices.size)  # about 4M entries per slice
+        for lo in range(0, n, step):
+            hi = min(lo + step, n)
+            cols = indices[indptr[lo]:indptr[hi]]
+            rows = np.repeat(np.arange(lo, hi), np.diff(indptr[lo:hi + 1]))
+            if (cols == rows).any() or not bool(((cols[1:] > cols[:-1]) | (rows[1:] != rows[:-1])).all()):
+                return False
+        return True
+
+
 def _triples(matrix, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(row, col, value, n) of a square matrix given as ``_Triples``, a scipy
-    sparse matrix or a dense array."""
+    """(row, col, value, n) of a square matrix given as ``_Triples``, ``_Rows``,
+    a scipy sparse matrix or a dense array."""
+    if isinstance(matrix, _Rows):
+        return (np.repeat(np.arange(matrix.n, dtype=np.int64), np.diff(matrix.indptr)), matrix.indices,
+                matrix.data, matrix.n)
     if isinstance(matrix, _Triples):
         return matrix.row, matrix.col, matrix.val, matrix.n
     if hasattr(matrix, "tocoo"):  # scipy sparse: scipy is loaded already

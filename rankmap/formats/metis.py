@@ -145,10 +145,13 @@ def _read_scanned(path: str) -> CommGraph | None:
     else:
         vweights, nb, w = np.ones(n), vals - 1, None
     del vals, scan
-    s = np.repeat(np.arange(n, dtype=np.int64), degree)
-    if nb.size and (nb.min() < 0 or nb.max() >= n or (nb == s).any()):
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(degree, out=indptr[1:])
+    if nb.size and (nb.min() < 0 or nb.max() >= n):
         return None
-    g = CommGraph.from_edges(s, nb, np.ones(nb.size) if w is None else w, n=n, vertex_weights=vweights)
+    g = CommGraph.from_rows(indptr, nb, np.ones(nb.size) if w is None else w, vertex_weights=vweights)
+    if g.self_bytes:
+        return None  # a self-loop: the line loop names it
     return g if g.asymmetric_pair() is None else None
 
 
