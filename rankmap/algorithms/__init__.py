@@ -101,7 +101,7 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     return Mapping(pe, method=method, seed=seed, time_s=elapsed, deadline_hit=deadline.hit)
 
 
-_PER_COST_ENTRY = 2.5e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 1-1.6 s)
+_PER_COST_ENTRY = 1e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 0.15-0.5 s, load 7)
 _TAIL_PASSES = 3          # after the method: J of its last start, and of the given order and the result
 
 

@@ -296,6 +296,8 @@ class Topology:
         self._validate_distances()
 
     _levels = None  # (PEs per group, distance) per depth where the tree is a uniform hierarchy (``uniform``)
+    _level_ids = None  # ... and the node ids of every depth in group order, once ``lca`` needs them
+    _kinds = None  # ``level_kinds``, once counted
 
     def _init_extras(self, extras: _LeafExtras) -> None:
         self.pe_device = np.asarray(extras.devices, dtype=object)
@@ -351,6 +353,17 @@ class Topology:
         be >= n_nodes when p == q at a short path: the PE's own pad id)."""
         p = np.asarray(p, dtype=np.int64)
         q = np.asarray(q, dtype=np.int64)
+        if self._levels is not None:  # a uniform hierarchy: group arithmetic (``_uniform_distance``)
+            sizes, _ = self._levels
+            if self._level_ids is None:
+                self._level_ids = [np.flatnonzero(self.node_depth == d) for d in range(len(sizes))] \
+                    + [self.leaf_of_pe]
+            out = np.full(np.broadcast_shapes(p.shape, q.shape), self._level_ids[0][0])
+            for size, ids in zip(list(sizes[1:]) + [1], self._level_ids[1:]):
+                group = p // size
+                same = group == q // size
+                out[same] = np.broadcast_to(ids[group], same.shape)[same]
+            return out
         paths = self._paths
         out = paths[0, p] if p.ndim else paths[0, int(p)]
         for d in range(1, self.max_depth + 1):
@@ -433,13 +446,16 @@ class Topology:
         return out
 
     def level_kinds(self) -> list[str]:
-        """The most common node kind at each depth, from the root."""
-        out = []
-        for d in range(self.max_depth + 1):
-            nodes = np.flatnonzero(self.node_depth == d)
-            kinds = Counter(self.node_kind[n] for n in nodes.tolist())
-            out.append(max(kinds, key=lambda k: (kinds[k], -list(kinds).index(k))))
-        return out
+        """The most common node kind at each depth, from the root (counted
+        once: every report names the levels)."""
+        if self._kinds is None:
+            out = []
+            for d in range(self.max_depth + 1):
+                nodes = np.flatnonzero(self.node_depth == d)
+                kinds = Counter(self.node_kind[n] for n in nodes.tolist())
+                out.append(max(kinds, key=lambda k: (kinds[k], -list(kinds).index(k))))
+            self._kinds = out
+        return list(self._kinds)
 
     def uniform_hierarchy(self) -> tuple[list[int], list[float]] | None:
         """``(arities, distances)`` innermost first when this tree is a
