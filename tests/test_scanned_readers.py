@@ -90,6 +90,7 @@ EDGES_PLAIN = [
     "0\t1\t100\r\n1\t0\t50\r\n",
     "0 1 100\n1 0 50",
     "1 0 7\n0 0 5\n",                      # self-traffic, dropped with its total kept
+    "# src dst bytes\n\n  # more\n0 1 5\n",   # comments before the first edge (write_edge_list's)
 ]
 
 
@@ -107,7 +108,7 @@ def test_edge_list_scanned_equals_line_loop(tmp_path, scanned, monkeypatch, text
 
 @pytest.mark.parametrize("text", [
     "src,dst,bytes\n0,1,100\n",    # a header row
-    "# c\n0 1 100\n",              # a comment
+    "0 1 100\n# c\n1 0 100\n",     # a comment after the first edge
     "0 1 100\n1 0 50 2\n",         # three and four columns
     "0 1.0 100\n",                 # a rank with a decimal point
     "1e1 0 100\n",                 # a rank in exponent notation

@@ -59,9 +59,17 @@ def read_edge_list(path: str) -> CommGraph:
 
 def _read_scanned(path: str) -> CommGraph | None:
     """The graph by whole-file scanning, or None where the line loop must
-    read it: a header row, comments, signs, words, ranks not written as
-    plain decimals, lines of different lengths, anything out of range."""
-    scan = scan_numbers(path, 0, dtype=np.float64, inside=b".eE+", flag=b".eE+")
+    read it: a header row, comments after the first edge, signs, words,
+    ranks not written as plain decimals, lines of different lengths,
+    anything out of range.  Comment lines before the first edge (the one
+    ``write_edge_list`` puts there) are skipped."""
+    offset = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.strip() and not line.lstrip().startswith(b"#"):
+                break
+            offset += len(line)
+    scan = scan_numbers(path, offset, dtype=np.float64, inside=b".eE+", flag=b".eE+")
     if scan is None:
         return None
     fields = np.unique(scan.per_line[scan.per_line > 0])
