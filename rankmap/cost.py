@@ -61,15 +61,16 @@ class CostReport:
                 "makespan": self.makespan}
 
 
-def link_loads(topology: Topology, src_pe, dst_pe, w) -> tuple[np.ndarray, np.ndarray]:
+def link_loads(topology: Topology, src_pe, dst_pe, w, lca=None) -> tuple[np.ndarray, np.ndarray]:
     """Bytes over every tree link (node -> parent), per direction.
 
     Returns ``(up, down)`` indexed by the child node of the link: ``up[x]``
     is what leaves the subtree of x, ``down[x]`` what enters it.  Each pair
-    adds its bytes at its leaf and removes them at the LCA; a bottom-up
-    subtree sum then gives every link's load in O(m * depth + nodes).
+    adds its bytes at its leaf and removes them at the LCA (``lca``: the
+    pairs' LCAs when the caller has them); a bottom-up subtree sum then
+    gives every link's load in O(m * depth + nodes).
     """
-    lca = topology.lca(src_pe, dst_pe)
+    lca = topology.lca(src_pe, dst_pe) if lca is None else lca
     inner = src_pe != dst_pe  # same-PE pairs cross no link
     n_nodes = topology.n_nodes
     leaf, wi, top = topology.leaf_of_pe, w[inner], lca[inner]
@@ -87,14 +88,14 @@ def link_loads(topology: Topology, src_pe, dst_pe, w) -> tuple[np.ndarray, np.nd
     return up, down
 
 
-def all_link_loads(topology, src_pe, dst_pe, w) -> np.ndarray:
+def all_link_loads(topology, src_pe, dst_pe, w, lca=None) -> np.ndarray:
     """Bytes over every directed link of any topology, one flat array.
 
     Tree: ``concatenate(link_loads(...))``, i.e. entry x is the up link of
     node x and entry ``n_nodes + x`` its down link.  Mesh/torus: the
     topology's own numbering under dimension-ordered routing."""
     if isinstance(topology, Topology):
-        return np.concatenate(link_loads(topology, src_pe, dst_pe, w))
+        return np.concatenate(link_loads(topology, src_pe, dst_pe, w, lca))
     return topology.link_loads(src_pe, dst_pe, w)
 
 
@@ -128,12 +129,15 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
         return CostReport(0.0, 0.0, [], 0.0, 0.0, max_pe_load=max_pe_load, comm_factor=comm_factor,
                           makespan=None if comm_factor is None else max_pe_load)
     p, q = pe[src], pe[dst]
+    lca = None
     if isinstance(topology, Topology):
-        J, levels, hops = _tree_breakdown(topology, p, q, w)
+        lca = topology.lca(p, q)
+        J, levels, hop_bytes = _tree_breakdown(topology, p, q, w, lca)
     else:
         J = float(np.dot(w, topology.distance(p, q)))
         levels, hops = topology.traffic_breakdown(p, q, w)
-    loads = all_link_loads(topology, p, q, w)
+        hop_bytes = float(np.dot(w, hops))
+    loads = all_link_loads(topology, p, q, w, lca)
     top = int(np.argmax(loads))
     off_pe = p != q
     pe_bytes = (np.bincount(p[off_pe], weights=w[off_pe], minlength=topology.n_pes)
@@ -141,43 +145,50 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
     busiest = int(np.argmax(pe_bytes))
     bottleneck = float(loads[top])
     return CostReport(J=J, total_bytes=total, bytes_per_level=levels, bottleneck=bottleneck,
-                      hops_per_byte=float(np.dot(w, hops) / total) if total else 0.0,
+                      hops_per_byte=hop_bytes / total if total else 0.0,
                       bottleneck_link=link_label(topology, top) if bottleneck > 0 else "",
                       busiest_pe=busiest, busiest_pe_bytes=float(pe_bytes[busiest]),
                       max_pe_load=max_pe_load, comm_factor=comm_factor,
                       makespan=None if comm_factor is None else max(max_pe_load, comm_factor * bottleneck))
 
 
-def _tree_breakdown(topology: Topology, p, q, w):
-    """J, bytes per level and tree links crossed per pair, on a tree.  Where
-    a node's inside is a link matrix, J takes its true distances and the
-    bytes between two PEs of that node are one level, "... links" at the
-    node's depth, whose distance the matrix gives pair by pair."""
-    lca = topology.lca(p, q)
+def _tree_breakdown(topology: Topology, p, q, w, lca):
+    """J, bytes per level and the bytes times the tree links they cross, on
+    a tree (``lca``: the pairs' lowest common ancestors).  Where a node's
+    inside is a link matrix, J takes its true distances and the bytes
+    between two PEs of that node are one level, "... links" at the node's
+    depth, whose distance the matrix gives pair by pair."""
     J = float(np.dot(w, topology.distance(p, q) if topology.has_links else topology._dist_ext[lca]))
     lca_depth = topology._depth_ext[lca]
-    link_node = topology.pe_link_node[p]
-    in_links = (link_node >= 0) & (link_node == topology.pe_link_node[q]) & (p != q)
-    level_depth = np.where(in_links, topology.node_depth[link_node], lca_depth)
     same_pe = p == q
+    off = ~same_pe
     kinds = topology.level_kinds()
-    per_depth = np.bincount(level_depth[~same_pe], weights=w[~same_pe],
-                            minlength=topology.max_depth + 1)
+    if topology.has_links:
+        link_node = topology.pe_link_node[p]
+        in_links = (link_node >= 0) & (link_node == topology.pe_link_node[q]) & off
+        level_depth = np.where(in_links, topology.node_depth[link_node], lca_depth)
+    else:
+        in_links, level_depth = None, lca_depth
+    per_depth = np.bincount(level_depth[off], weights=w[off], minlength=topology.max_depth + 1)
     levels = []
     for d in range(topology.max_depth - 1, -1, -1):
         if per_depth[d] > 0:
-            here = (level_depth == d) & ~same_pe
-            if in_links[here].any():
-                levels.append({"depth": d, "level": f"{kinds[d]} links", "bytes": float(per_depth[d]),
-                               "distance": None})
-                continue
-            dists = topology.node_distance[lca[here]]
+            here = None
+            if in_links is not None:
+                here = (level_depth == d) & off
+                if in_links[here].any():
+                    levels.append({"depth": d, "level": f"{kinds[d]} links", "bytes": float(per_depth[d]),
+                                   "distance": None})
+                    continue
+            at_depth = topology.node_distance[topology.node_depth == d]  # one distance per level: no pair pass
+            if at_depth.min() != at_depth.max():
+                here = (level_depth == d) & off if here is None else here
+                at_depth = topology.node_distance[lca[here]]
             levels.append({"depth": d, "level": kinds[d], "bytes": float(per_depth[d]),
-                           "distance": float(dists[0]) if dists.min() == dists.max() else None})
+                           "distance": float(at_depth[0]) if at_depth.min() == at_depth.max() else None})
     if same_pe.any():
         levels.insert(0, {"depth": topology.max_depth, "level": "same PE",
                           "bytes": float(w[same_pe].sum()), "distance": 0.0})
     leaf_depth = topology.node_depth[topology.leaf_of_pe]
-    hops = (leaf_depth[p] - lca_depth) + (leaf_depth[q] - lca_depth)
-    hops = np.where(same_pe, 0, hops)
-    return J, levels, hops
+    hops = leaf_depth[p] + leaf_depth[q] - 2 * lca_depth  # 0 for a pair on one PE (its LCA is the leaf)
+    return J, levels, float(np.dot(w, hops))

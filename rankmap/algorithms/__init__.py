@@ -63,7 +63,7 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
         if given is not None:
             start = time.perf_counter()
             pe = _within_nodes(graph, topology, _quick_start(graph, tree, given, seed, eps, deadline), deadline)
-            pe = _better(graph, topology, pe, given)
+            pe = pe if pe is given else _better(graph, topology, pe, given)  # two J passes: only if it differs
             return Mapping(pe, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
