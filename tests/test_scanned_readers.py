@@ -133,3 +133,17 @@ def test_scan_reads_across_blocks(tmp_path, monkeypatch):
     scan = scan_numbers(str(f), 0, dtype=np.int64)
     assert scan.values.tolist() == [1, 22, 333, 4444, 55555, 6, 7, 8, 9, 10, 11, 12, 13, 14]
     assert scan.per_line.tolist() == [3, 3, 0, 8]
+
+
+def test_rows_in_order_are_kept_or_canonicalised_as_from_edges():
+    from rankmap.graph import CommGraph
+
+    canonical = CommGraph.from_rows(np.array([0, 2, 3, 4]), np.array([1, 2, 0, 0]), np.array([5.0, 1.0, 5.0, 1.0]))
+    assert canonical._b[1] is not None and canonical.self_bytes == 0 and canonical.is_symmetric()
+    # unsorted columns, a repeated pair, the diagonal, a zero: summed, sorted and dropped as from_edges does
+    indptr, indices = np.array([0, 4, 5, 6]), np.array([2, 1, 1, 0, 0, 0])
+    data = np.array([1.0, 2.0, 3.0, 7.0, 5.0, 0.0])
+    rows = CommGraph.from_rows(indptr, indices, data)
+    edges = CommGraph.from_edges(np.repeat(np.arange(3), np.diff(indptr)), indices, data, n=3)
+    _same(rows, edges)
+    assert rows.self_bytes == edges.self_bytes == 7.0

@@ -104,3 +104,9 @@ def test_a_uniform_hierarchy_built_as_arrays_is_the_tree_of_its_nodes(arities, d
         assert np.array_equal(np.asarray(getattr(a, key)), np.asarray(getattr(b, key))), key
     assert (a.node_kind, a.node_name, a.pe_cpus, a.n_nodes) == (b.node_kind, b.node_name, b.pe_cpus, b.n_nodes)
     assert a.level_kinds() == b.level_kinds() and a.hosts() == b.hosts()
+    # its LCA and distance by group arithmetic are the ancestor paths' (pairs on one PE included)
+    rng = np.random.default_rng(0)
+    p, q = rng.integers(0, a.n_pes, 4000), rng.integers(0, a.n_pes, 4000)
+    q[:50] = p[:50]
+    assert np.array_equal(b.lca(p, q), a.lca(p, q)) and np.array_equal(b.distance(p, q), a.distance(p, q))
+    assert b.distance(1 % b.n_pes, 1 % b.n_pes) == 0 and b.lca(0, b.n_pes - 1) == a.lca(0, a.n_pes - 1)
