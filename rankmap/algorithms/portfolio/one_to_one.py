@@ -95,6 +95,8 @@ _PER_EDGE_LEVEL = {("kahip", "fast"): 1.75e-6, ("kahip", "eco"): 5e-6, ("kahip",
 _TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge ...
 _DENSE_BELOW_TOP = 1.2  # a dense graph's multisection: its top split's price times this (Mt-KaHyPar on an
                         # AMG-like graph of 1000 tasks into 21 nodes of 48: 3.7 s CPU in all, 3.6 s the top)
+_TREEMATCH_CANDIDATE = 4e-5  # ... plus this per candidate group its exhaustive levels list (CPU: 0.15 and 0.54 s
+                             # for 2514 and 10795 candidates at 64 and 128 tasks on 4:16:k, 0.05-0.1 s priced)
 _TREEMATCH_DENSE = 1.6  # ... on dense graphs times (degree / 8) to this power (its grouping and final
                         # refinement go with the degree: 3.0, 7.2, 11.8 s CPU on AMG-like and geometric
                         # graphs of 512-1000 tasks with 188-238 partners, priced 3.7, 7.0, 11.2 s)
@@ -291,7 +293,7 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None,
             cost += _steiner_cost(graph, topology)
         return ("multisection", opts, cost)
 
-    treematch_cost = _treematch_cost(graph)
+    treematch_cost = _treematch_cost(graph, topology)
     if dense_graph(graph):
         return [r for r in _dense_candidates(ms, seed, treematch_cost) if r[0] in METHODS]
     multilevel_cost = _multilevel_cost(graph, topology)
@@ -338,11 +340,16 @@ def _dense_candidates(ms, seed: int, treematch_cost: float) -> list[tuple[str, d
     return runs
 
 
-def _treematch_cost(graph) -> float:
-    """Estimated seconds of TreeMatch with its final refinement."""
+def _treematch_cost(graph, topology) -> float:
+    """Estimated seconds of TreeMatch with its final refinement, its
+    exhaustive groupings included (``treematch.exhaustive_candidates``)."""
+    from ..construct.treematch import exhaustive_candidates
+
     degree = graph.symmetric.nnz / max(graph.n, 1)
     dense = (degree / 8) ** _TREEMATCH_DENSE if dense_graph(graph) else 1.0
-    return _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2] * dense
+    arities = [level[0] for level in topology.level_arities()[::-1] if level]  # innermost first
+    return _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2] * dense \
+        + _TREEMATCH_CANDIDATE * exhaustive_candidates(graph.n, arities)
 
 
 def _multilevel_cost(graph, topology) -> float:
@@ -483,7 +490,7 @@ def quick_starts(graph, topology, seed: int, refine: float) -> list[tuple[str, d
     multisection (the top cut, grown nodes) and TreeMatch."""
     opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": 1, "grow_below": GROW_BELOW}
     runs = [("multisection", opts, _multisection_cost(graph, topology, "kaminpar", "fast")),
-            ("treematch", {"seed": seed}, _treematch_cost(graph))]
+            ("treematch", {"seed": seed}, _treematch_cost(graph, topology))]
     return [(name, o, cost + refine) for name, o, cost in runs if name in METHODS]
 
 
