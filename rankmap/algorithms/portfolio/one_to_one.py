@@ -29,6 +29,14 @@ into their groups of cores (``exact_groups``).  With fewer tasks than PEs the
 result finally alternates moves into free PEs with swaps (a swap never
 uses a free PE).
 
+Three instances take other starts (``candidates``): beyond LARGE_TASKS
+tasks the parallel multisection goes first (``large_start``: KaMinPar's top
+cuts on threads, the small sub-problems grown); a dense graph
+(``refine.swaps.dense_graph``) starts with KaMinPar's and Mt-KaHyPar's
+multisections, no KaHIP and no V-cycles (``_dense_candidates``); and under
+a limit of SMALL_LIMIT seconds or less the quick constructions that fit
+(``quick_starts``: KaMinPar's multisection, TreeMatch) go first.
+
 Without a ``time_limit`` the budget is DEFAULT_EFFORT times the work of
 one KaHIP eco multisection plus a refinement (VieM's default run; beyond
 N2_MAX_TASKS tasks plus the V-cycles), at most DEFAULT_TIME_LIMIT seconds
@@ -93,13 +101,13 @@ _PER_PARTITION_CALL = {("kahip", "fast"): 1.7e-4, ("kahip", "eco"): 3.1e-4, ("ka
 _PER_EDGE_LEVEL = {("kahip", "fast"): 1.75e-6, ("kahip", "eco"): 5e-6, ("kahip", "strong"): 1.45e-5,
                    ("mtkahypar", "fast"): 1.33e-5}  # ... which cost the same for every preset
 _TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge ...
-_DENSE_BELOW_TOP = 1.2  # a dense graph's multisection: its top split's price times this (Mt-KaHyPar on an
-                        # AMG-like graph of 1000 tasks into 21 nodes of 48: 3.7 s CPU in all, 3.6 s the top)
 _TREEMATCH_CANDIDATE = 4e-5  # ... plus this per candidate group its exhaustive levels list (CPU: 0.15 and 0.54 s
                              # for 2514 and 10795 candidates at 64 and 128 tasks on 4:16:k, 0.05-0.1 s priced)
 _TREEMATCH_DENSE = 1.6  # ... on dense graphs times (degree / 8) to this power (its grouping and final
                         # refinement go with the degree: 3.0, 7.2, 11.8 s CPU on AMG-like and geometric
                         # graphs of 512-1000 tasks with 188-238 partners, priced 3.7, 7.0, 11.2 s)
+_DENSE_BELOW_TOP = 1.2  # a dense graph's multisection: its top split's price times this (Mt-KaHyPar on an
+                        # AMG-like graph of 1000 tasks into 21 nodes of 48: 3.7 s CPU in all, 3.6 s the top)
 _PER_KICK = 1.2e-4         # one kick's fixed cost (kick, J, pair lists) ...
 _PER_KICK_EDGE = 1e-8      # ... plus this per edge
 _PER_CYCLE_TASK = 4e-5     # one round of cyclic exchanges (refine/cycles.py), per task (0.2 s cpu for
