@@ -70,7 +70,7 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
         if given is not None:
             start = time.perf_counter()
             pe = _within_nodes(graph, topology, _quick_start(graph, tree, given, seed, eps, deadline), deadline)
-            pe = _better(graph, topology, pe, given)
+            pe = pe if pe is given else _better(graph, topology, pe, given)  # two J passes: only if it differs
             return Mapping(pe, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
@@ -164,15 +164,21 @@ def apply_objective(graph, topology, pe, objective: str, *, seed: int = 0, eps=N
                              patience=LINK_PATIENCE, deadline=deadline)
 
 
-_PER_COST_ENTRY = 2.5e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 1-1.6 s)
+_PER_COST_ENTRY = 1e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 0.15-0.5 s, load 7)
 _TAIL_PASSES = 3          # after the method: J of its last start, and of the given order and the result
+
+
+def pass_seconds(graph) -> float:
+    """Estimated seconds of one whole-graph pass that no deadline cuts (the
+    J of a mapping): what a caller reserves for the passes after a search."""
+    return _PER_COST_ENTRY * (graph.n_edges + graph.n)
 
 
 def _tail_seconds(graph) -> float:
     """Estimated seconds of the whole-graph passes that follow a method's
     search and that no deadline cuts: the J of its last start, the check
     of the mapping, the comparison with the given order."""
-    return _TAIL_PASSES * _PER_COST_ENTRY * (graph.n_edges + graph.n)
+    return _TAIL_PASSES * pass_seconds(graph)
 
 
 def _within_nodes(graph, topology, pe, deadline: Deadline):
@@ -212,7 +218,8 @@ def _given_order(graph, topology, eps):
 def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     """What auto does when its own start does not fit the deadline: the
     better of the given order and a KaHIP fast multisection (auto's first
-    start without its refinement; neither loads numba), on a tree where the
+    start without its refinement; KaMinPar's on a dense graph; neither
+    loads numba), on a tree where the
     deadline leaves time for its import and as long again.  The
     multisection prices every partitioning call against the deadline at
     idle-core speed: its deadline comes as much sooner as the import ran
@@ -225,8 +232,12 @@ def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     slow = 1.0 if loaded else slowness(began, QUICK_START_IMPORT)
     left = deadline.remaining() - _tail_seconds(graph)
     inner = deadline.sooner(deadline.remaining() - left / slow)
+    from .construct.partition import dense
+
+    # KaHIP is slow on dense graphs (5x its sparse price at 200 partners per task), KaMinPar is not
+    backend = "kaminpar" if dense(graph.n, graph.symmetric.nnz) else "kahip"
     try:
-        pe = np.asarray(multisection(graph, topology, seed=seed, eps=eps, preset="fast", backend="kahip", workers=1,
+        pe = np.asarray(multisection(graph, topology, seed=seed, eps=eps, preset="fast", backend=backend, workers=1,
                                      deadline=inner), dtype=np.int64)
         validate_mapping(pe, graph, topology, eps=eps)
     except ValueError:  # cut where weighted tasks no longer fit their PEs

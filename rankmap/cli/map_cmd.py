@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from ..algorithms import METHODS, OBJECTIVES, apply_objective, map_tasks, objective_of
+from ..algorithms import METHODS, OBJECTIVES, apply_objective, map_tasks, objective_of, pass_seconds
 from ..algorithms.options import check_options
 from ..cost import evaluate, phased_link_time
 from ..deadline import Deadline
@@ -36,6 +36,10 @@ from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, check_fits, dump_json,
                      load_graph, load_machine, phase_graphs, print_comparison, print_relaunch,
                      recorded_program)
+
+#: whole-graph passes of the report, in J passes' time (``pass_seconds``): two reports
+#: (each a J pass, the bytes per level and the link loads) and the launch files
+REPORT_PASSES = 6
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -176,8 +180,10 @@ def run(args) -> int:
                         "mapping)")
     deadline = Deadline(args.time_limit, start=args.started)  # start-up and reading count too
     graph, topology, recorded, options = _load(args)
+    # ... and the report after the mapping: J before and after, the launch files
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                        objective=args.objective, deadline=deadline, **options)
+                        objective=args.objective, deadline=deadline.sooner(REPORT_PASSES * pass_seconds(graph)),
+                        **options)
     return _report(args, graph, topology, recorded, mapping)
 
 
@@ -223,12 +229,13 @@ def _report(args, graph, topology, recorded, mapping) -> int:
     phases = phase_graphs(args)
     phased = (phased_link_time(phases, topology, before_pe), phased_link_time(phases, topology, mapping.pe_of_task)) \
         if phases else None
+    j_identity = before.J if recorded is None else evaluate(graph, topology, identity.pe_of_task, check=False).J
     written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
         if args.output else {}
     if args.json:
         dump_json({"method": args.method, "seed": args.seed, "n_tasks": graph.n,
                    "n_pes": topology.n_pes, "J": after.J,
-                   "J_identity": evaluate(graph, topology, identity.pe_of_task, check=False).J,
+                   "J_identity": j_identity,
                    "before": before_name, "J_before": before.J,
                    "ratio": after.J / before.J if before.J else 1.0,
                    "bytes_per_level": after.bytes_per_level, "bottleneck": after.bottleneck,
