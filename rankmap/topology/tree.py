@@ -473,6 +473,10 @@ class Topology:
         """``(arities, distances)`` innermost first when this tree is a
         uniform hierarchy (all leaves at one depth, one arity and distance per
         level), else None."""
+        if self._levels is not None and self._blocks is None:  # built by ``uniform``: from its group sizes
+            sizes, dists = self._levels
+            groups = list(sizes) + [1]
+            return [groups[d] // groups[d + 1] for d in range(len(sizes))][::-1], [float(x) for x in dists][::-1]
         leaf_depth = self.depth_of_pe()
         if leaf_depth.min() != leaf_depth.max():
             return None

@@ -381,7 +381,7 @@ def _grouped_partition(call, adj, ws: np.ndarray, targets: np.ndarray, capacity:
     if c <= FANOUT_MAX or kind[0] == "kaminpar":  # KaMinPar's large-k presets take any count at once
         if deadline.expired() or not deadline.allows(partition_seconds(n, adj.nnz, c, *kind)
                                                      + first_call_seconds(kind[0])):
-            return _in_order_blocks(ws, targets)
+            return _refused_blocks(adj, ws, targets, deadline)
         return call(adj, ws, targets, seed)
     size = -(-c // FANOUT_MAX)  # targets per group
     group_of = np.arange(c) // size
@@ -413,6 +413,26 @@ def split_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: 
     groups = -(-parts // size)
     return calls * partition_seconds(*share, groups, backend, preset) + split_seconds(n, nnz, size, backend, preset,
                                                                                       calls * groups)
+
+
+_PER_GROWN_ENTRY = 3e-7  # grow_blocks: seconds per task and adjacency entry (a 2^17-task stencil into 2048
+                         # blocks: 0.1-0.25 s at load 3, 2^20 into 16384: ...)
+
+
+def _refused_blocks(adj, ws: np.ndarray, targets: np.ndarray, deadline: Deadline) -> np.ndarray:
+    """The split a partitioning call the deadline refused leaves: tasks of
+    equal weight, one per PE (one-to-one), grown into blocks of the target
+    counts (``growing.grow_blocks``, O(m log m): at 2^20 tasks the top cut
+    then costs a few times the given order's cut, not the given order's),
+    when the deadline allows that; else the given order cut in runs
+    (``_in_order_blocks``)."""
+    n = adj.shape[0]
+    if ws.size and int(targets.sum()) == n and np.all(ws == ws[0]) and not deadline.expired() \
+            and deadline.allows(_PER_GROWN_ENTRY * (n + adj.nnz)):
+        from .growing import grow_blocks  # numba: loaded only where a call was refused
+
+        return grow_blocks(adj, targets)
+    return _in_order_blocks(ws, targets)
 
 
 def _in_order_blocks(ws: np.ndarray, targets: np.ndarray) -> np.ndarray:
