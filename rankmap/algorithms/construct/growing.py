@@ -167,8 +167,10 @@ def grow_blocks(adj, sizes) -> np.ndarray:
     against each other) and takes the free neighbour with the largest gain
     (traffic into the block minus traffic to the tasks still free, GGGP's).
     The split a top cut falls back to when the deadline leaves no time for
-    a partitioner: on a 2-D stencil of 2^20 tasks into 16384 blocks of 64 it
-    ran in 0.3 s where KaMinPar took 6.4 s on two threads (``docs/results/scale.md``)."""
+    a partitioner: on a scrambled 2-D stencil of 2^20 tasks into 16384 blocks
+    of 64 it took 1.2 s CPU where KaMinPar took 12 s CPU (6.4 s on two
+    threads), its cut 1.7 x the regular tiling's (KaMinPar's 1.2 x, the
+    given order's 8 x)."""
     n = adj.shape[0]
     sizes = np.asarray(sizes, dtype=np.int64)
     if int(sizes.sum()) != n:
