@@ -375,8 +375,8 @@ def _grouped_partition(call, adj, ws: np.ndarray, targets: np.ndarray, capacity:
     groups 0.9 s: the partitioner's cost grows with the parts.  Every
     call is priced first (``partition_seconds``, and Mt-KaHyPar's start on
     its first call in the process); one the ``deadline``
-    does not allow, and every call after it, gives the in-order split
-    instead (``_in_order_blocks``), so no partitioning call runs past it."""
+    does not allow, and every call after it, gives the grown or in-order
+    split instead (``_refused_blocks``), so no partitioning call runs past it."""
     n, c = adj.shape[0], targets.size
     if c <= FANOUT_MAX or kind[0] == "kaminpar":  # KaMinPar's large-k presets take any count at once
         if deadline.expired() or not deadline.allows(partition_seconds(n, adj.nnz, c, *kind)
