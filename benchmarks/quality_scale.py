@@ -134,6 +134,8 @@ def cli_rows(args) -> list[dict]:
                 row["multisection"] = cli_run(path, k, ["--method", "multisection"])
             rows.append(row)
             print_cli_row(row, flush=True)
+            if args.json:  # row by row: a size that fails leaves the others
+                Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
             Path(path).unlink()
     return rows
 
