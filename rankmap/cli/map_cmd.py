@@ -252,9 +252,12 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
                                              eps=args.eps)
     given = given or _before(args, graph, topology, recorded)
     before_pe, before_name, before, j_identity = given["pe"], given["name"], given["report"], given["J_identity"]
-    after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
+    same = np.array_equal(mapping.pe_of_task, before_pe)  # e.g. no time was left to map
+    after = before if same else evaluate(graph, topology, mapping.pe_of_task, check=False,
+                                         comm_factor=args.comm_factor)
     phases = given["phases"]
-    phased = (given["phased"], phased_link_time(phases, topology, mapping.pe_of_task)) if phases else None
+    phased = (given["phased"], given["phased"] if same else phased_link_time(phases, topology, mapping.pe_of_task)) \
+        if phases else None
     written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
         if args.output else {}
     if args.json:

@@ -518,6 +518,8 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
         return auto_many(graph, topology, seed=seed, eps=eps, time_limit=time_limit, workers=workers,
                          deadline=deadline)
     best_pe = np.arange(graph.n, dtype=np.int64)  # the given order: one task per PE
+    if deadline.expired():  # reading and the report's first half took the time: not even its J
+        return best_pe
     best_j = mapping_cost(graph, topology, best_pe)
     budget = budget_of(graph, topology, time_limit)
     refine = refine_cost(graph, topology, True)
