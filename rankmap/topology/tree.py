@@ -239,6 +239,7 @@ class Topology:
                          np.full(n_nodes, -1, dtype=np.int64), leaves, child_ptr, child_idx, pe_host=pe_host)
         # PEs per group and the distance within it, depth by depth from the root (``_uniform_distance``)
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
+        out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
         extras = _LeafExtras()
         extras.rows, extras.cpus = np.full(n_pes, -1, dtype=np.int64), [None] * n_pes
         extras.devices = np.full(n_pes, None, dtype=object)
