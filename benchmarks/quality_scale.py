@@ -28,7 +28,7 @@ over ``--method multisection``'s (KaHIP eco, run up to ``--ms-max-log2``);
     python benchmarks/quality_scale.py --max-log2 14
     python benchmarks/quality_scale.py --min-log2 14 --max-log2 20 --step 3 --refine-pairs 16
     python benchmarks/quality_scale.py --min-log2 16 --max-log2 20 --step 2 --refine-pairs 32 --threads 1,2 --no-auto
-    python benchmarks/quality_scale.py --cli --min-log2 10 --max-log2 24 --step 2 --limit 10 --limit-at 17:3,24:60
+    python benchmarks/quality_scale.py --cli --min-log2 10 --max-log2 24 --step 2 --also 17 --limit 10 --limit-at 17:3,24:60
     python benchmarks/quality_scale.py --from benchmarks/results/quality_scale_cli.json --plot docs/img/scale.png
 """
 
@@ -122,7 +122,8 @@ def cli_rows(args) -> list[dict]:
     limits = dict((int(a), float(b)) for a, b in (x.split(":") for x in args.limit_at.split(",") if x))
     rows = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-        for k in range(args.min_log2, args.max_log2 + 1, args.step):
+        extra = {int(x) for x in args.also.split(",") if x}
+        for k in sorted(set(range(args.min_log2, args.max_log2 + 1, args.step)) | extra):
             path = str(Path(tmp) / f"stencil{k}.graph")
             write_stencil(k, path)
             limit = limits.get(k, args.limit)
@@ -133,6 +134,8 @@ def cli_rows(args) -> list[dict]:
                 row["multisection"] = cli_run(path, k, ["--method", "multisection"])
             rows.append(row)
             print_cli_row(row, flush=True)
+            if args.json:  # row by row: a size that fails leaves the others
+                Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
             Path(path).unlink()
     return rows
 
@@ -256,6 +259,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cli", action="store_true", help="time `rankmap map` as a user runs it (module docstring)")
     ap.add_argument("--limit", type=float, default=10.0, help="--cli: auto's --time-limit")
     ap.add_argument("--limit-at", default="", help="--cli: LOG2N:SECONDS,... limits for some sizes")
+    ap.add_argument("--also", default="", help="--cli: LOG2N,... sizes run besides the --step range")
     ap.add_argument("--ms-max-log2", type=int, default=17, help="--cli: multisection up to this size")
     ap.add_argument("--tmp", default=None, help="--cli: where the graph files go (default: the system's)")
     ap.add_argument("--from", dest="from_", help="--cli rows from this --json file: table and --plot only")

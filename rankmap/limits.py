@@ -12,10 +12,15 @@ import stat
 #: the most tasks (ranks, graph vertices) an input may declare
 MAX_TASKS = 1 << 26
 #: the most PEs a machine description may expand to: a few bytes of text
-#: (``hierarchy 4096:4096:4``) expand to a tree of about 800 bytes per PE
-#: (measured: 2^20 PEs 0.8 GB and 8 s, 2^22 PEs 3.2 GB and 43 s on a loaded
-#: 2-core machine), so this bound, not the file's size, caps the memory
-MAX_PES = 1 << 21
+#: (``hierarchy 4096:4096:4``) expand to a whole tree, so this bound, not
+#: the file's size, caps the memory.  A uniform hierarchy is built as arrays
+#: (``Topology.uniform``: 2^22 PEs 1.3 s; 2^24, the largest job measured in
+#: docs/results/scale.md, 4.4 GB) ...
+MAX_PES = 1 << 24
+#: ... a machine built node by node (hosts composed into a cluster, hwloc
+#: trees) takes about 800 bytes per PE (2^20 PEs 0.8 GB and 8 s, 2^22 PEs
+#: 3.2 GB and 43 s on a loaded 2-core machine)
+MAX_TREE_PES = 1 << 21
 #: integers beyond this are refused before numpy sees them (int64 arrays)
 MAX_INT = 1 << 62
 #: seeds are 63-bit: numpy's generators take them, the partitioners' C-int

@@ -191,3 +191,18 @@ def test_sooner_ends_earlier_and_keeps_no_end_as_none():
     assert 69.0 < inner.remaining() < 70.5 and not inner.hit
     assert Deadline().sooner(5.0).end is None
     assert Deadline(1.0).sooner(10.0).expired()
+
+
+def test_the_link_stage_is_skipped_where_the_deadline_cannot_afford_its_tables(monkeypatch):
+    """auto's link stage (``--objective time``) builds tables no deadline
+    cuts (9 s at 2^20 tasks on a loaded machine): where the deadline leaves
+    too little for them the mapping is J's, and the cut is reported."""
+    import rankmap.algorithms as algorithms
+
+    g = scrambled(grid_graph(16, 16))
+    topo = hierarchy_topology([4, 4, 16], [1, 10, 100])
+    pe = np.random.default_rng(0).permutation(g.n)
+    monkeypatch.setattr(algorithms, "_PER_LINK_SETUP_ENTRY", 1.0)  # 1 s per entry: no deadline affords it
+    deadline = Deadline(GENEROUS)
+    assert algorithms.apply_objective(g, topo, pe, "time", deadline=deadline) is pe and deadline.hit
+    assert algorithms.apply_objective(g, topo, pe, "time") is not pe  # no deadline: the stage runs

@@ -189,11 +189,11 @@ def test_null_optional_metadata_of_a_trace_is_shown():
 def test_machines_past_the_pe_bound_are_refused_before_they_are_built():
     """A few bytes of hierarchy or host list would expand to gigabytes of
     tree: refused at ``MAX_PES`` with the count."""
-    from rankmap.limits import MAX_PES
+    from rankmap.limits import MAX_PES, MAX_TREE_PES
 
-    assert MAX_PES == 1 << 21
+    assert (MAX_PES, MAX_TREE_PES) == (1 << 24, 1 << 21)  # arrays for a uniform hierarchy, else a tree
     g = {"g.edges": b"0 1 5\n"}
-    for argv, said in ((["--hierarchy", "42:20:13:51:13"], "makes 7239960 PEs"),
+    for argv, said in ((["--hierarchy", "42:20:13:51:130"], "makes 72399600 PEs"),
                        (["--hosts", "n[0-99999]", "--hierarchy", "64"], "100000 hosts make 6400000 PEs")):
         assert _only(g, ["map", "{d}/g.edges", *argv, "--method", "identity"], (said,)) == \
             ("refused", None)

@@ -315,3 +315,41 @@ def test_kaminpar_cuts_the_top_and_growing_the_rest_of_a_stencil():
     kahip = map_tasks(g, topo, method="multisection", backend="kahip", preset="fast").pe_of_task
     assert mapping_cost(g, topo, fast) <= 1.1 * mapping_cost(g, topo, kahip)
     assert mapping_cost(g, topo, fast) < mapping_cost(g, topo, np.arange(1024)) / 2
+
+
+def test_grown_blocks_pack_a_scrambled_stencil():
+    """Growing over the whole graph (what a refused top cut falls back to):
+    blocks of exactly the sizes asked, far below the given order's cut."""
+    from rankmap.algorithms.construct.growing import grow_blocks
+
+    g = grid_graph(32, 32).subgraph(np.random.default_rng(1).permutation(1024))
+    sizes = np.full(16, 64)
+    block = grow_blocks(g.symmetric, sizes)
+    assert np.array_equal(np.bincount(block, minlength=16), sizes)
+    rows, cols = g.symmetric.nonzero()
+    cut = int(np.count_nonzero(block[rows] != block[cols])) // 2
+    tiling = 3 * 32 * 2  # 8 x 8 tiles: three lines of 32 edges each way
+    given = int(np.count_nonzero(np.arange(1024)[rows] // 64 != np.arange(1024)[cols] // 64)) // 2
+    assert cut <= 2 * tiling < given / 4
+    assert np.array_equal(grow_blocks(g.symmetric, sizes), block)  # deterministic
+    with pytest.raises(ValueError, match="sum to 1000"):
+        grow_blocks(g.symmetric, np.full(10, 100))
+
+
+def test_a_top_cut_the_deadline_refuses_is_grown_not_left_in_the_given_order(monkeypatch):
+    """Where the deadline cannot afford the partitioner's top cut, the
+    blocks are grown: J several times below the given order's, and the
+    cut is reported."""
+    from rankmap.algorithms.construct import multisection as ms
+    from rankmap.deadline import Deadline
+
+    g = grid_graph(32, 32).subgraph(np.random.default_rng(0).permutation(1024))
+    topo = hierarchy_topology([4, 16, 16], [1, 10, 100])
+    monkeypatch.setattr(ms, "partition_seconds", lambda *a, **k: 1e6)  # no call fits
+    deadline = Deadline(600.0)
+    pe = ms.multisection_map(g, topo, backend="kaminpar", preset="fast", grow_below=64, deadline=deadline)
+    assert deadline.hit and sorted(pe.tolist()) == list(range(1024))
+    assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, np.arange(1024)) / 3
+    monkeypatch.setattr(ms, "_PER_GROWN_ENTRY", 1e6)  # nor does growing: the given order cut in runs
+    pe = ms.multisection_map(g, topo, backend="kaminpar", preset="fast", grow_below=64, deadline=Deadline(600.0))
+    assert mapping_cost(g, topo, pe) > mapping_cost(g, topo, np.arange(1024)) / 2

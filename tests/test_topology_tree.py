@@ -104,6 +104,7 @@ def test_a_uniform_hierarchy_built_as_arrays_is_the_tree_of_its_nodes(arities, d
         assert np.array_equal(np.asarray(getattr(a, key)), np.asarray(getattr(b, key))), key
     assert (a.node_kind, a.node_name, a.pe_cpus, a.n_nodes) == (b.node_kind, b.node_name, b.pe_cpus, b.n_nodes)
     assert a.level_kinds() == b.level_kinds() and a.hosts() == b.hosts()
+    assert b.uniform_hierarchy() == a.uniform_hierarchy() == (arities, [float(d) for d in distances])
     # its LCA and distance by group arithmetic are the ancestor paths' (pairs on one PE included)
     rng = np.random.default_rng(0)
     p, q = rng.integers(0, a.n_pes, 4000), rng.integers(0, a.n_pes, 4000)

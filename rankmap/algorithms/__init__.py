@@ -153,8 +153,9 @@ def apply_objective(graph, topology, pe, objective: str, *, seed: int = 0, eps=N
     deadline = Deadline.of(deadline)
     weights = graph.vertex_weights
     unequal = (eps is not None or graph.n > topology.n_pes) and weights.size and np.ptp(weights) > 0
-    if objective_of("", objective) == "sum" or unequal or deadline.expired():
-        return pe
+    if objective_of("", objective) == "sum" or unequal or deadline.expired() \
+            or not deadline.allows(_PER_LINK_SETUP_ENTRY * (graph.n_edges + graph.n)):
+        return pe  # its tables cannot be cut: where the deadline cannot afford them, J's mapping as it is
     from ..cost import mapping_cost
     from .refine.bottleneck import bottleneck_refine
 
@@ -164,6 +165,8 @@ def apply_objective(graph, topology, pe, objective: str, *, seed: int = 0, eps=N
                              patience=LINK_PATIENCE, deadline=deadline)
 
 
+_PER_LINK_SETUP_ENTRY = 1e-6  # the link stage's set-up, per graph entry: the J cap and bottleneck_refine's
+                              # tables before its first move (2^20 tasks: 9.4 s at load 4 on 2 cores)
 _PER_COST_ENTRY = 1e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 0.15-0.5 s, load 7)
 _TAIL_PASSES = 3          # after the method: J of its last start, and of the given order and the result
 
@@ -256,4 +259,6 @@ def _not_worse_than_given(graph, topology, pe, eps):
     """A search the deadline cut may hold a half-improved start: keep the
     given order (the identity placement) when that is valid and better."""
     given = _given_order(graph, topology, eps)
-    return pe if given is None else _better(graph, topology, given, pe)
+    if given is None or np.array_equal(pe, given):  # nothing to compare (two J passes at 2^22 tasks: 2 s)
+        return pe
+    return _better(graph, topology, given, pe)

@@ -5,7 +5,8 @@ kernels.  Each is compiled on its first use and cached on disk: without the
 cache, the first run of each path pays seconds of compilation inside its time
 limit.  This command maps small instances that call every kernel (the
 bundled demo, a one-to-one mapping of more than 1024 tasks, a many-to-one
-mapping, a torus) and checks that each kernel has been compiled or loaded.
+mapping, a torus; the growing of large jobs' sub-problems directly) and
+checks that each kernel has been compiled or loaded.
 
 Run it as the user who installed rankmap, right after the install: the cache
 then sits next to the installed sources (numba's ``__pycache__``), where every
@@ -75,6 +76,16 @@ def instances():
              "mesh_auto")]
 
 
+def _grown_splits() -> None:
+    """The growing kernels, which only jobs of more than 32768 tasks reach
+    (too large to map here): called directly on a small stencil."""
+    from ..algorithms.construct.growing import grow_blocks, grow_split
+
+    adj = grid(16, 16).symmetric
+    grow_blocks(adj, np.full(4, 64))
+    grow_split(adj, [np.arange(64), np.arange(64, 256)], [np.full(4, 16), np.full(2, 96)])
+
+
 def kernels() -> list:
     """Every compiled kernel of the mapping methods (imports them all)."""
     import sys
@@ -110,6 +121,10 @@ def run(args) -> int:
         map_tasks(graph, topology, method=method, work_limit=WORK)
         if not args.quiet:
             print(f"{what:28s} {time.perf_counter() - t:6.1f} s")
+    t = time.perf_counter()
+    _grown_splits()
+    if not args.quiet:
+        print(f"{'grown splits (large jobs)':28s} {time.perf_counter() - t:6.1f} s")
     every = kernels()
     missed = [f"{k.py_func.__module__}.{k.py_func.__name__}" for k in every
               if not (k.signatures or _cached(k))]

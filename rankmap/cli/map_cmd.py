@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 import numpy as np
 
 from ..algorithms import METHODS, OBJECTIVES, apply_objective, map_tasks, objective_of, pass_seconds
 from ..algorithms.options import check_options
 from ..cost import evaluate, phased_link_time
-from ..deadline import Deadline
+from ..deadline import Deadline, slowness
 from ..formats import LAUNCH_FORMATS, write_launch_files
 from ..formats.relaunch import relaunch_lines
 from . import UserError, values
@@ -37,9 +38,13 @@ from .common import (add_graph_arguments, add_topology_arguments, check_fits, du
                      load_graph, load_machine, phase_graphs, print_comparison, print_relaunch,
                      recorded_program)
 
-#: whole-graph passes of the report, in J passes' time (``pass_seconds``): two reports
-#: (each a J pass, the bytes per level and the link loads) and the launch files
-REPORT_PASSES = 6
+#: the report's second half (the mapping's J, bytes per level and link loads) is reserved
+#: at this many times the first half's measured wall time (the given order's, made before
+#: the mapping, which also pays the one-off costs: 3.1 s against 1.9 s at 2^20 tasks, load
+#: 6.5 on 2 cores).  A price at idle-core speed left a 10 s limit there running 14-23 s
+REPORT_MARGIN = 1.0
+#: ... plus, with ``-o``, the launch files: this many J passes (``pass_seconds``) as slow
+LAUNCH_PASSES = 2
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -180,11 +185,16 @@ def run(args) -> int:
                         "mapping)")
     deadline = Deadline(args.time_limit, start=args.started)  # start-up and reading count too
     graph, topology, recorded, options = _load(args)
-    # ... and the report after the mapping: J before and after, the launch files
+    # ... and the report: its half about the given order now, timed, the other half's time kept
+    began = time.monotonic()
+    before = _before(args, graph, topology, recorded)
+    half = time.monotonic() - began
+    reserve = REPORT_MARGIN * half
+    if args.output:
+        reserve += LAUNCH_PASSES * pass_seconds(graph) * slowness(began, _BEFORE_PASSES * pass_seconds(graph))
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                        objective=args.objective, deadline=deadline.sooner(REPORT_PASSES * pass_seconds(graph)),
-                        **options)
-    return _report(args, graph, topology, recorded, mapping)
+                        objective=args.objective, deadline=deadline.sooner(reserve), **options)
+    return _report(args, graph, topology, recorded, mapping, before)
 
 
 def _run_distributed(args) -> int:
@@ -210,26 +220,44 @@ def _run_distributed(args) -> int:
                               **rounds, **options)
     try:  # rank 0 reports; a failure there (an unwritable -o) is every rank's exit status
         return root_step(comm, "writing the result", _report, args, graph, topology, recorded,
-                         mapping)
+                         mapping, None)
     except ReorderFailed as exc:
         raise UserError(str(exc)) from None
 
 
-def _report(args, graph, topology, recorded, mapping) -> int:
-    objective = objective_of(args.method, args.objective)
-    if args.distributed:  # the distributed rounds lower J: the links on rank 0 afterwards
-        mapping.pe_of_task = apply_objective(graph, topology, mapping.pe_of_task, objective, seed=args.seed,
-                                             eps=args.eps)
+_BEFORE_PASSES = 3  # _before's work in J passes (``pass_seconds``): one evaluation
+
+
+def _before(args, graph, topology, recorded) -> dict:
+    """The half of the report that does not need the mapping: the given
+    order (recorded placement, else identity) evaluated, with the phases'
+    link times and the identity's J."""
     identity = map_tasks(graph, topology, method="identity", eps=args.eps)
     before_pe, before_name = identity.pe_of_task, "identity"
     if recorded is not None:
         before_pe, before_name = recorded, "recorded"
     before = evaluate(graph, topology, before_pe, check=False, comm_factor=args.comm_factor)
-    after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
     phases = phase_graphs(args)
-    phased = (phased_link_time(phases, topology, before_pe), phased_link_time(phases, topology, mapping.pe_of_task)) \
-        if phases else None
     j_identity = before.J if recorded is None else evaluate(graph, topology, identity.pe_of_task, check=False).J
+    return {"pe": before_pe, "name": before_name, "report": before, "phases": phases, "J_identity": j_identity,
+            "phased": phased_link_time(phases, topology, before_pe) if phases else None}
+
+
+def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int:
+    """The result: ``given`` (``_before``, or None: made here) beside the
+    mapping, the launch files, the relaunch line."""
+    objective = objective_of(args.method, args.objective)
+    if args.distributed:  # the distributed rounds lower J: the links on rank 0 afterwards
+        mapping.pe_of_task = apply_objective(graph, topology, mapping.pe_of_task, objective, seed=args.seed,
+                                             eps=args.eps)
+    given = given or _before(args, graph, topology, recorded)
+    before_pe, before_name, before, j_identity = given["pe"], given["name"], given["report"], given["J_identity"]
+    same = np.array_equal(mapping.pe_of_task, before_pe)  # e.g. no time was left to map
+    after = before if same else evaluate(graph, topology, mapping.pe_of_task, check=False,
+                                         comm_factor=args.comm_factor)
+    phases = given["phases"]
+    phased = (given["phased"], given["phased"] if same else phased_link_time(phases, topology, mapping.pe_of_task)) \
+        if phases else None
     written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
         if args.output else {}
     if args.json:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..limits import MAX_PES
+from ..limits import MAX_TREE_PES
 from .bandwidth import parse_bandwidths
 from .hierarchy import hierarchy_topology, parse_hierarchy
 from .hosts import expand_nodelist, parse_hostfile
@@ -115,9 +115,9 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
     if not nodes:
         raise ValueError("a cluster needs at least one node")
     total = sum(int(topo.n_pes) for _, topo in nodes)
-    if total > MAX_PES:
+    if total > MAX_TREE_PES:
         raise ValueError(f"{len(nodes)} hosts make {total} PEs, more than rankmap handles "
-                         f"({MAX_PES})")
+                         f"({MAX_TREE_PES})")
     arities = [int(a) for a in network_arities]
     dists = [float(d) for d in network_distances]
     bandwidths = [float(b) for b in network_bandwidths]

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from ..limits import MAX_PES as MAX_SLOTS  # processes a hostfile or Slurm's task counts may name
+from ..limits import MAX_TREE_PES as MAX_SLOTS  # processes a hostfile or Slurm's task counts may name
 
 MAX_HOSTS = 1 << 20  # far above any machine's node count; bounds a typo's memory
 

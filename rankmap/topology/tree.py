@@ -239,6 +239,7 @@ class Topology:
                          np.full(n_nodes, -1, dtype=np.int64), leaves, child_ptr, child_idx, pe_host=pe_host)
         # PEs per group and the distance within it, depth by depth from the root (``_uniform_distance``)
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
+        out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
         extras = _LeafExtras()
         extras.rows, extras.cpus = np.full(n_pes, -1, dtype=np.int64), [None] * n_pes
         extras.devices = np.full(n_pes, None, dtype=object)
@@ -473,6 +474,10 @@ class Topology:
         """``(arities, distances)`` innermost first when this tree is a
         uniform hierarchy (all leaves at one depth, one arity and distance per
         level), else None."""
+        if self._levels is not None and self._blocks is None:  # built by ``uniform``: from its group sizes
+            sizes, dists = self._levels
+            groups = list(sizes) + [1]
+            return [groups[d] // groups[d + 1] for d in range(len(sizes))][::-1], [float(x) for x in dists][::-1]
         leaf_depth = self.depth_of_pe()
         if leaf_depth.min() != leaf_depth.max():
             return None

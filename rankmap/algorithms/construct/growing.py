@@ -21,6 +21,7 @@ threads in chunks (the kernel releases the GIL).
 
 from __future__ import annotations
 
+import heapq
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -104,3 +105,77 @@ def grow_split(adj, groups: list[np.ndarray], sizes: list[np.ndarray], threads: 
     else:
         run(0)
     return [child[g] for g in groups]
+
+
+@njit(cache=True)
+def _grow_blocks(indptr, indices, w, sizes, block):
+    """Blocks 0, 1, ... of ``sizes[b]`` tasks grown one after the other over
+    the whole graph; ``block[t]`` gets the block of every task."""
+    n = indptr.size - 1
+    degree = np.zeros(n)
+    for t in range(n):
+        for e in range(indptr[t], indptr[t + 1]):
+            degree[t] += w[e]
+    to_block = np.zeros(n)  # traffic to the block being grown
+    to_done = np.zeros(n)   # traffic to the tasks placed so far (in any block)
+    seeds = [(0.0, np.int64(0))]  # (-to_done, task): the most enclosed free task seeds the next block
+    seeds.pop()
+    heap = [(0.0, np.int64(0))]   # (-gain, task) of the free tasks next to the block being grown
+    heap.pop()
+    touched = np.empty(n, dtype=np.int64)
+    scan = 0  # free tasks by id, where no placed task has a free neighbour left
+    for b in range(sizes.size):
+        n_touched = 0
+        for _ in range(sizes[b]):
+            t = -1
+            while heap:
+                key, x = heapq.heappop(heap)
+                if block[x] < 0 and -key == 2.0 * to_block[x] + to_done[x] - degree[x]:
+                    t = x
+                    break
+            while t < 0 and seeds:
+                key, x = heapq.heappop(seeds)
+                if block[x] < 0 and -key == to_done[x]:
+                    t = x
+            while t < 0:
+                if block[scan] < 0:
+                    t = scan
+                scan += 1
+            block[t] = b
+            for e in range(indptr[t], indptr[t + 1]):
+                x = indices[e]
+                if block[x] >= 0:
+                    continue
+                to_done[x] += w[e]
+                if to_block[x] == 0.0:
+                    touched[n_touched] = x
+                    n_touched += 1
+                to_block[x] += w[e]
+                # the gain: traffic into the block minus traffic to the tasks still free
+                heapq.heappush(heap, (-(2.0 * to_block[x] + to_done[x] - degree[x]), x))
+                heapq.heappush(seeds, (-to_done[x], x))
+        for i in range(n_touched):
+            to_block[touched[i]] = 0.0
+        heap.clear()
+
+
+def grow_blocks(adj, sizes) -> np.ndarray:
+    """The block of every task of the symmetric CSR ``adj``: blocks of
+    ``sizes[b]`` tasks (summing to the task count) grown one after the other
+    over the whole graph, O(m log m).  Each block starts from the free task
+    with the most traffic to the tasks placed before (so the blocks pack
+    against each other) and takes the free neighbour with the largest gain
+    (traffic into the block minus traffic to the tasks still free, GGGP's).
+    The split a top cut falls back to when the deadline leaves no time for
+    a partitioner: on a scrambled 2-D stencil of 2^20 tasks into 16384 blocks
+    of 64 it took 1.2 s CPU where KaMinPar took 12 s CPU (6.4 s on two
+    threads), its cut 1.7 x the regular tiling's (KaMinPar's 1.2 x, the
+    given order's 8 x)."""
+    n = adj.shape[0]
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if int(sizes.sum()) != n:
+        raise ValueError(f"block sizes sum to {int(sizes.sum())}, not the {n} tasks")
+    block = np.full(n, -1, dtype=np.int64)
+    _grow_blocks(np.asarray(adj.indptr, dtype=np.int64), np.asarray(adj.indices, dtype=np.int64),
+                 np.asarray(adj.data, dtype=np.float64), sizes, block)
+    return block

@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, linprog, milp
 
 from ...deadline import Deadline
 from ...graph import CommGraph
@@ -151,6 +150,8 @@ def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline |
     active[np.argsort(-model.value, kind="stable")[:chunk]] = True
     across = model.cover.T.tocsr()
     tolerance = 1e-9 * max(1.0, float(np.abs(model.value).max(initial=0.0)))
+    from scipy.optimize import linprog  # HiGHS: its import (1 s at load 5) only where a node is solved
+
     while True:
         if deadline.expired():
             return None, None, None
@@ -187,6 +188,8 @@ def best_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | No
     weight inside them, their inside weight and HiGHS's bound on it (equal
     when proven optimal, higher where ``node_limit`` or the deadline cut
     the branch and bound); None when no split was found in time."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     deadline = Deadline.of(deadline)
     options = {"node_limit": node_limit, "presolve": False}  # presolve took 9x the solve on 35k pieces
     if deadline.end is not None:
@@ -307,6 +310,8 @@ def _regroup(local_pe: np.ndarray, groups: list[np.ndarray], old_group: np.ndarr
     """PEs of a node's tasks (in PE order) for the new groups: each new
     group takes the old group it shares most tasks with, so the fewest
     tasks change PE."""
+    from scipy.optimize import linear_sum_assignment
+
     overlap = np.zeros((a1, a1))
     for g, members in enumerate(groups):
         np.add.at(overlap[g], old_group[members], 1)
