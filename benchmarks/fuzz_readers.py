@@ -10,9 +10,10 @@ at most.  Every case's outcome is counted: read (exit 0, and for generated
 files exactly what was written), refused (exit 2 and one line naming the
 input) or a problem (a traceback, a hang, another exit status, a second
 line, an error naming no input, a numpy warning, a generated file read as
-something else).  Problem cases are copied under ``--keep`` with the
-command that replays them.  Prints one table row per family, the date, the
-machine and its load; exits 1 when there was a problem.
+something else, or memory past ``--memory-gb``).  Problem cases are copied
+under ``--keep`` with the command that replays them.  Prints one table row
+per family, the date, the machine and its load; exits 1 when there was a
+problem.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import sys
 import time
 from datetime import datetime
@@ -65,7 +67,12 @@ def main(argv=None) -> int:
                    help="at most this many cases for a family run in its own processes (OTF2)")
     p.add_argument("--keep", type=Path, default=None, help="copy problem cases here")
     p.add_argument("--json", type=Path, default=None, help="write the table as JSON here")
+    p.add_argument("--memory-gb", type=float, default=4.0,
+                   help="the process's data limit: a case that needs more fails with MemoryError, "
+                        "a problem, instead of the machine's memory (default 4)")
     args = p.parse_args(argv)
+    limit = int(args.memory_gb * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
     chosen = [f for f in families() if not args.families or f.name in args.families.split(",")]
     weight = sum(f.weight for f in chosen)

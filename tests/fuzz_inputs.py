@@ -116,7 +116,8 @@ def _run_in_process(case: Case, d: Path, argv: list[str]) -> tuple[str, str | No
     signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+                warnings.catch_warnings(record=True) as caught, \
+                np.errstate(over="warn", invalid="warn", divide="warn", under="ignore"):
             warnings.simplefilter("always")
             try:
                 rc = main(argv)

@@ -213,3 +213,17 @@ def test_a_dumpi_index_pointing_past_any_file_is_refused():
     outcome, problem = _only({**files, "dumpi/testtrace-0003.bin": bytes(data)},
                              ["show", f"{{d}}/{path}"], ("testtrace-0003.bin: DUMPI index points outside",))
     assert (outcome, problem) == ("refused", None)
+
+
+def test_a_rank_number_past_the_file_is_refused_without_counting_to_it():
+    """A rank 10^14 in an mpiP task line or a liballprof file name: the
+    first missing rank is named at once (counting every rank up to it
+    filled the memory)."""
+    _, files = trace_samples()["mpip"][0]
+    mpip = files["small.mpiP"].replace(b"Assignment      : 3 ", b"Assignment      : 99999999999999 ", 1)
+    assert _only({"small.mpiP": mpip}, ["show", "{d}/small.mpiP"],
+                 ("small.mpiP: no '@ MPI Task Assignment' line for rank 3",)) == ("refused", None)
+    _, files = trace_samples()["liballprof"][0]
+    files = dict(files)
+    files["lap/pmpi-trace-rank-99999999999999.txt"] = files.pop("lap/pmpi-trace-rank-3.txt")
+    assert _only(files, ["show", "{d}/lap"], ("lacks the file of rank 3",)) == ("refused", None)

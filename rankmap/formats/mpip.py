@@ -89,7 +89,7 @@ def _rank_count(path: str, hosts: dict) -> int:
         raise FormatError(f"{path}: no '@ MPI Task Assignment' lines before the matrix: the "
                           "report lacks its rank list")
     n = max(hosts) + 1
-    missing = sorted(set(range(n)) - set(hosts))
-    if missing:
-        raise FormatError(f"{path}: no '@ MPI Task Assignment' line for rank {missing[0]}")
+    if n != len(hosts):  # the first rank without its line (found among as many as there are lines)
+        missing = next(r for r in range(len(hosts) + 1) if r not in hosts)
+        raise FormatError(f"{path}: no '@ MPI Task Assignment' line for rank {missing}")
     return n
