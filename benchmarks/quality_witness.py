@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         print(f"{args.peer} is not built under RANKMAP_PEERS_DIR (or not installed): nothing to compare")
         return 1
     theirs, _ = peer(g, topo, arities, dists)
-    ours = map_tasks(g, topo, method="auto", time_limit=args.time_limit).pe_of_task
+    ours = map_tasks(g, topo, method="auto", time_limit=args.time_limit, objective="sum").pe_of_task
     j_ours, j_theirs = mapping_cost(g, topo, ours), mapping_cost(g, topo, theirs)
     print(f"{args.graph}/{g.n}: auto J {j_ours:.0f}, {args.peer} J {j_theirs:.0f} ({j_ours / j_theirs:.4f})")
     for label, pe in (("auto", ours), (args.peer, theirs)):

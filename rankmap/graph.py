@@ -40,10 +40,16 @@ class CommGraph:
     """
 
     def __init__(self, bytes_matrix, messages=None, vertex_weights=None, name: str = ""):
-        row, col, val, n = _triples(bytes_matrix, "communication matrix")
+        if isinstance(bytes_matrix, _Rows) and bytes_matrix.canonical():  # a reader's rows: kept as they are
+            n = bytes_matrix.n
+            _check_values(bytes_matrix.data, "byte counts")
+            self._b, self.self_bytes = (bytes_matrix.indptr, bytes_matrix.indices, bytes_matrix.data), 0.0
+        else:
+            row, col, val, n = _triples(bytes_matrix, "communication matrix")
+            self._b, self.self_bytes = _csr(row, col, val, n, "byte counts")
         self._n = n
-        self._b, self.self_bytes = _csr(row, col, val, n, "byte counts")
         self._bytes = None
+        self._symmetric_b = None  # B == B^T, once known (``_transpose_equal``)
         self.messages = messages
         if vertex_weights is None:
             self.vertex_weights = np.ones(n, dtype=np.float64)
@@ -73,6 +79,16 @@ class CommGraph:
             raise ValueError(f"task ids must lie in 0..{n - 1}")
         m = None if messages is None else _Triples(src, dst, np.asarray(messages, dtype=np.float64), n)
         return cls(_Triples(src, dst, w, n), m, vertex_weights, name)
+
+    @classmethod
+    def from_rows(cls, indptr, indices, nbytes, vertex_weights=None, name: str = "") -> "CommGraph":
+        """Build from rows in order (CSR: row u's destinations
+        ``indices[indptr[u]:indptr[u + 1]]``, as a graph file lists them):
+        kept without a copy or a sort when every row is canonical (strictly
+        increasing destinations, no diagonal, no zero bytes), else summed
+        and sorted as ``from_edges`` does."""
+        return cls(_Rows(np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64),
+                         np.asarray(nbytes, dtype=np.float64)), None, vertex_weights, name)
 
     @classmethod
     def from_dense(cls, matrix, messages=None, name: str = "") -> "CommGraph":
@@ -119,7 +135,11 @@ class CommGraph:
 
     @cached_property
     def symmetric(self):
-        """S = B + B^T: undirected traffic of each pair, stored at both ends."""
+        """S = B + B^T: undirected traffic of each pair, stored at both ends
+        (2B where B is symmetric, as every METIS graph is: no sparse sum)."""
+        if self._transpose_equal():  # 2B on B's own index arrays (no copy of them)
+            b = self.bytes
+            return _scipy_csr((b.indptr, b.indices, b.data * 2), self._n)
         s = (self.bytes + self.bytes.T).tocsr()
         s.sum_duplicates()
         s.sort_indices()
@@ -128,9 +148,21 @@ class CommGraph:
     def is_symmetric(self) -> bool:
         return self.asymmetric_pair() is None
 
+    def _transpose_equal(self) -> bool:
+        """Whether B == B^T, by one O(n + m) transposition (scipy's) and an
+        elementwise comparison of the canonical arrays; remembered."""
+        if self._symmetric_b is None:
+            indptr, indices, data = self._b
+            t = self.bytes.T.tocsr()  # counting-sort transposition: sorted indices, no duplicates
+            self._symmetric_b = bool(np.array_equal(t.indptr, indptr) and np.array_equal(t.indices, indices)
+                                     and np.array_equal(t.data, data))
+        return self._symmetric_b
+
     def asymmetric_pair(self) -> tuple[int, int] | None:
         """The first pair (u, v), in row order, with B[u, v] != B[v, u]; None
         when B is symmetric."""
+        if self.n_edges > _SORT_CHECK_MAX and self._transpose_equal():
+            return None  # a large symmetric graph: no sort of 2m keys to say so
         src, dst, w = self.coo()
         n = max(self._n, 1)
         keys = np.concatenate([src * n + dst, dst * n + src])  # each pair once from B, once from B^T
@@ -187,6 +219,9 @@ class CommGraph:
         return f"CommGraph({label}n={self.n}, pairs={self.n_edges}, bytes={self.total_bytes:.4g})"
 
 
+_SORT_CHECK_MAX = 1 << 16  # beyond this many pairs the symmetry check transposes instead of sorting
+
+
 class _Triples:
     """(row, col, value) arrays of an n x n matrix, repeats allowed: what the
     constructors hand to ``CommGraph`` without building a matrix first."""
@@ -197,9 +232,43 @@ class _Triples:
         self.row, self.col, self.val, self.n = row, col, val, n
 
 
+class _Rows:
+    """CSR rows in order (``from_rows``): ``canonical`` says whether they
+    can be the graph's arrays as they are."""
+
+    __slots__ = ("indptr", "indices", "data", "n")
+
+    def __init__(self, indptr, indices, data, n: int | None = None):
+        self.indptr, self.indices, self.data = indptr, indices, data
+        self.n = indptr.size - 1 if n is None else n
+        if indices.shape != data.shape or indptr[-1] != indices.size:
+            raise ValueError("rows: indptr, indices and bytes do not match")
+
+    def canonical(self) -> bool:
+        """Strictly increasing destinations in every row, in range, none on
+        the diagonal, no zero or negative bytes: checked in slices of rows,
+        memory O(n) beside the rows themselves."""
+        indptr, indices, n = self.indptr, self.indices, self.n
+        if indices.size == 0:
+            return True
+        if indices.min() < 0 or indices.max() >= n or not bool((self.data > 0).all()):
+            return False
+        step = max(1, (1 << 22) * n // indices.size)  # about 4M entries per slice
+        for lo in range(0, n, step):
+            hi = min(lo + step, n)
+            cols = indices[indptr[lo]:indptr[hi]]
+            rows = np.repeat(np.arange(lo, hi), np.diff(indptr[lo:hi + 1]))
+            if (cols == rows).any() or not bool(((cols[1:] > cols[:-1]) | (rows[1:] != rows[:-1])).all()):
+                return False
+        return True
+
+
 def _triples(matrix, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(row, col, value, n) of a square matrix given as ``_Triples``, a scipy
-    sparse matrix or a dense array."""
+    """(row, col, value, n) of a square matrix given as ``_Triples``, ``_Rows``,
+    a scipy sparse matrix or a dense array."""
+    if isinstance(matrix, _Rows):
+        return (np.repeat(np.arange(matrix.n, dtype=np.int64), np.diff(matrix.indptr)), matrix.indices,
+                matrix.data, matrix.n)
     if isinstance(matrix, _Triples):
         return matrix.row, matrix.col, matrix.val, matrix.n
     if hasattr(matrix, "tocoo"):  # scipy sparse: scipy is loaded already
@@ -217,10 +286,8 @@ def _triples(matrix, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int
     return row.astype(np.int64, copy=False), col.astype(np.int64, copy=False), val, shape[0]
 
 
-def _csr(row, col, val, n: int, what: str):
-    """Canonical CSR ``(indptr, indices, data)`` of the triples (repeats
-    summed, diagonal and zeros dropped, sorted) and the diagonal's total;
-    ``what`` the values are, for the errors."""
+def _check_values(val, what: str) -> None:
+    """Refuse counts that are not finite or whose sum passes ``MAX_TOTAL``."""
     if val.size and not np.all(np.isfinite(val)):
         raise GraphError(f"{what} must be finite numbers, not {val[~np.isfinite(val)][0]!r}")
     with np.errstate(over="ignore"):
@@ -229,15 +296,24 @@ def _csr(row, col, val, n: int, what: str):
         amount = "past the float range" if total == np.inf else f"to {total:.4g}"
         raise GraphError(f"{what} sum {amount}, more than the {MAX_TOTAL:.0e} rankmap handles "
                          "(bytes x distance must stay a finite number): give them in a larger unit")
-    order = np.lexsort((col, row))
-    row, col, val = row[order], col[order], val[order]
-    if row.size:
-        first = np.empty(row.size, dtype=bool)
+
+
+def _csr(row, col, val, n: int, what: str):
+    """Canonical CSR ``(indptr, indices, data)`` of the triples (repeats
+    summed, diagonal and zeros dropped, sorted) and the diagonal's total;
+    ``what`` the values are, for the errors."""
+    _check_values(val, what)
+    key = row * max(n, 1) + col  # n <= MAX_TASKS = 2^26: n^2 fits int64
+    if key.size > 1 and not bool(np.all(key[1:] > key[:-1])):  # a reader's rows in order skip the sort
+        order = np.argsort(key, kind="stable")  # stable: repeated pairs summed in the file's order
+        key, val = key[order], val[order]
+        first = np.empty(key.size, dtype=bool)
         first[0] = True
-        np.not_equal(row[1:], row[:-1], out=first[1:])
-        first[1:] |= col[1:] != col[:-1]
+        np.not_equal(key[1:], key[:-1], out=first[1:])
         starts = np.flatnonzero(first)
-        row, col, val = row[starts], col[starts], np.add.reduceat(val, starts)
+        key, val = key[starts], np.add.reduceat(val, starts)
+        row, col = np.divmod(key, max(n, 1))
+    del key
     if val.size and val.min() < 0:
         raise GraphError(f"{what} must not be negative")
     diagonal = row == col

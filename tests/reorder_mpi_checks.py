@@ -16,6 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 import rankmap
+from rankmap.cost import link_time
 from rankmap.algorithms.distributed.multilevel import multilevel_map
 from rankmap.algorithms.distributed.swap_rounds import SwapRounds, refine_rounds
 from rankmap.deadline import Deadline
@@ -112,6 +113,9 @@ def check_reorder(path: str, topo, graph) -> None:
     assert int(new.old_to_new([RANK])[0]) == new.Get_rank()
     assert int(new.new_to_old([new.Get_rank()])[0]) == RANK
     if path == "centralised":
+        same_on_all((info.objective, info.link_time_before, info.link_time_after))
+        assert info.objective == "time" and info.link_time_after <= info.link_time_before, info
+        assert np.isclose(info.link_time_after, link_time(graph, topo, pe)), info
         # how the ranks waited for rank 0 does not change its result
         alone = None
         if RANK == 0:

@@ -118,6 +118,8 @@ def check_bad_values(graph, topo) -> None:
     for bad in (2.5, True, "8"):
         msg = expect_value_error(call, replicas=bad)
         assert "replicas" in msg and repr(bad) in msg, msg
+    msg = expect_value_error(call, objective="fast" if RANK == last else None)
+    assert "unknown objective 'fast'" in msg and f"rank {last}" in msg, msg
     ok("bad reorder_comm values")
 
     def offline(**kwargs):

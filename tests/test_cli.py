@@ -155,3 +155,51 @@ def test_hosts_placement_fills_each_host_in_rank_order():
     assert _hosts_placement(["b", "a", "b", "a"], topo).tolist() == [0, 2, 1, 3]
     assert _hosts_placement(["a", "b", "c"], topo) is None  # more hosts than the machine has
     assert _hosts_placement(["a", None], topo) is None
+
+
+def test_map_shows_j_and_the_busiest_link_before_and_after(capsys, tmp_path):
+    """A cluster file with its link rates: the table gives the busiest link's
+    bytes and its predicted time in seconds, the JSON both before and after."""
+    topo = tmp_path / "c.topo"
+    topo.write_text("cluster\nhierarchy 4 distances 1\nnodes cn[01-04]\n"
+                    "network 4 distances 100 bandwidths 50mbit\n")
+    rng = np.random.default_rng(3)
+    m = np.zeros((16, 16))
+    for r in range(16):  # a ring of 16 ranks, 1 MB to the next, numbered in a random order
+        m[r, (r + 1) % 16] = 1e6
+    perm = rng.permutation(16)
+    mat = tmp_path / "ring.mat"
+    np.savetxt(mat, m[np.ix_(perm, perm)], fmt="%d")
+    assert main(["map", str(mat), "--topology", str(topo)]) == 0
+    text = capsys.readouterr().out
+    assert "busiest link " in text and "link time " in text and " s " in text
+    out = run_json(capsys, ["map", str(mat), "--topology", str(topo), "--json"])
+    assert out["objective"] == "time" and out["link_time_unit"] == "s"
+    # a ring cut into 4 arcs: each node sends 1 MB to the next at 50 Mbit/s
+    assert out["link_time"] == pytest.approx(1e6 / 6.25e6) and out["busiest_link_bytes"] == 1e6
+    assert out["link_time_before"] > out["link_time"] and "cn0" in out["busiest_link"]
+    summed = run_json(capsys, ["map", str(mat), "--topology", str(topo), "--json", "--objective", "sum"])
+    assert summed["objective"] == "sum" and summed["J"] <= out["J"]
+
+
+def test_map_sums_the_link_times_of_phases_in_turn(capsys, tmp_path):
+    """Two phases that use the node links in turn (ranks 0, 1 of nodeA send
+    to 2, 3 of nodeB, then back): the links are busy twice as long as the
+    whole run's busiest link says; the new order keeps each pair on a node
+    (2 MB over a node link at distance 100 before, 1 MB over a PE's link
+    after, times relative)."""
+    from rankmap.trace import RankInfo, Trace
+
+    src, dst, phase = np.array([0, 1, 2, 3]), np.array([2, 3, 0, 1]), np.array([0, 0, 1, 1])
+    empty = {f: np.zeros(0, dtype=np.int64) for f in ("src", "dst", "phase", "msgs")} | {"bytes": np.zeros(0)}
+    edges = {"p2p": {"src": src, "dst": dst, "phase": phase, "bytes": np.full(4, 1e6), "msgs": np.ones(4, int)},
+             "collective": dict(empty), "rma": dict(empty)}
+    ranks = {r: RankInfo("nodeA" if r < 2 else "nodeB", [r], "complete", 1.0, 2.0) for r in range(4)}
+    path = Trace(4, edges, ["east", "west"], ranks, {"nodeA": None, "nodeB": None},
+                 {"collectives": "tree", "argv": ["app.py"]}, "t").write(tmp_path / "t.rmtrace.npz")
+    out = run_json(capsys, ["map", str(path), "--hierarchy", "2:2", "--distances", "1:100", "--json"])
+    assert out["phased_link_time_before"] == pytest.approx(2 * out["link_time_before"])
+    # after: only the PEs' own links (100 x faster than a node's) carry bytes
+    assert out["phased_link_time"] == 2 * out["link_time"] == pytest.approx(out["link_time_before"] / 100)
+    assert main(["map", str(path), "--hierarchy", "2:2", "--distances", "1:100"]) == 0
+    assert "  phases in turn" in capsys.readouterr().out

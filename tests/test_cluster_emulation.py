@@ -12,12 +12,14 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rankmap.emulate import (ClusterError, ClusterSpec, ClusterUnavailable, EmulatedCluster,
                              check_environment, parse_rate)
 from rankmap.emulate.cluster import _link_list, _netns_list
-from rankmap.topology import topology_from_strings
+from rankmap.topology import load_topology
+from rankmap.topology.bandwidth import link_bandwidths
 
 RATE = "50mbit"
 PROBE = textwrap.dedent("""
@@ -57,7 +59,7 @@ def test_parse_rate_units():
             parse_rate(bad)
 
 
-def test_spec_validation_and_topology():
+def test_spec_validation_and_topology(tmp_path):
     with pytest.raises(ValueError, match="racks"):
         ClusterSpec(nodes=4, racks=3)
     with pytest.raises(ValueError, match="nodes"):
@@ -65,12 +67,15 @@ def test_spec_validation_and_topology():
     topo = ClusterSpec(nodes=4, slots=2, racks=2).topology()
     assert topo.hosts() == ["node0", "node1", "node2", "node3"]
     assert topo.uniform_hierarchy() == ([2, 2, 2], [1.0, 100.0, 1000.0])
-    with pytest.raises(ValueError, match="racks"):
-        ClusterSpec(nodes=4, racks=2).topology_file_text()
     text = ClusterSpec(nodes=3, slots=4).topology_file_text()
-    assert text == "hierarchy 4:3 distances 1:100\n"
-    flat = topology_from_strings(*text.split()[1::2])
-    assert flat.hosts() == ClusterSpec(nodes=3).hosts   # the emulated host names
+    assert text == ("cluster\nhierarchy 4 distances 1\nnodes node[0-2]\n"
+                    "network 3 distances 100 bandwidths 200mbit\n")
+    for spec in (ClusterSpec(nodes=3, slots=4), ClusterSpec(nodes=4, racks=2, rack_bandwidth="20mbit")):
+        path = tmp_path / "cluster.topo"
+        path.write_text(spec.topology_file_text())
+        read, built = load_topology(str(path)), spec.topology()
+        assert read.hosts() == spec.hosts and read.uniform_hierarchy() == built.uniform_hierarchy()
+        assert np.array_equal(link_bandwidths(read).inverse, link_bandwidths(built).inverse)
 
 
 def test_object_names_fit_linux_limits():
@@ -201,7 +206,8 @@ def test_cli_up_list_run_down(capsys):
         assert main(["cluster", "list"]) == 0
         assert f"{name}\t2 nodes x 3 slots\t10mbit" in capsys.readouterr().out
         assert main(["cluster", "topology", name]) == 0
-        assert capsys.readouterr().out == "hierarchy 3:2 distances 1:100\n"
+        assert capsys.readouterr().out == ("cluster\nhierarchy 3 distances 1\nnodes node[0-1]\n"
+                                           "network 2 distances 100 bandwidths 10mbit\n")
         assert main(["cluster", "run", name, "--show", "--", "prog", "arg"]) == 0
         shown = capsys.readouterr().out
         assert "-hosts node0:3,node1:3 -n 6 prog arg" in shown and "FI_PROVIDER tcp" in shown

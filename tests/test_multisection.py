@@ -292,3 +292,26 @@ def test_mtkahypars_start_counts_against_the_deadline_on_its_first_call(monkeypa
         pe = ms.multisection_map(g, topo, preset="fast", backend="both", tries=2, deterministic=True, deadline=d)
         assert set(backends) == tried and d.hit != started
         assert sorted(pe.tolist()) == list(range(256))
+
+
+def test_small_sub_problems_are_grown_into_their_groups():
+    """Growing splits a node's tasks along the planted groups (the heavy
+    traffic inside them), the same mapping for any thread count."""
+    g, best = planted_hierarchy([4, 4, 8], [1000, 10, 1], seed=2)
+    topo = hierarchy_topology([4, 4, 8], [1, 10, 100])
+    runs = [map_tasks(g, topo, method="multisection", backend="kahip", preset="fast", grow_below=16,
+                      threads=t).pe_of_task for t in (1, 3)]
+    assert np.array_equal(runs[0], runs[1])
+    assert sorted(runs[0].tolist()) == list(range(128))
+    assert mapping_cost(g, topo, runs[0]) == mapping_cost(g, topo, best)
+
+
+def test_kaminpar_cuts_the_top_and_growing_the_rest_of_a_stencil():
+    g = grid_graph(32, 32).subgraph(np.random.default_rng(0).permutation(1024))  # scrambled ids
+    topo = hierarchy_topology([4, 16, 16], [1, 10, 100])
+    fast = map_tasks(g, topo, method="multisection", backend="kaminpar", preset="fast", grow_below=64,
+                     threads=1).pe_of_task
+    assert sorted(fast.tolist()) == list(range(1024))
+    kahip = map_tasks(g, topo, method="multisection", backend="kahip", preset="fast").pe_of_task
+    assert mapping_cost(g, topo, fast) <= 1.1 * mapping_cost(g, topo, kahip)
+    assert mapping_cost(g, topo, fast) < mapping_cost(g, topo, np.arange(1024)) / 2

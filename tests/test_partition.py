@@ -15,7 +15,7 @@ def _grid(rows, cols):
     return sp.csr_array(a + a.T)
 
 
-@pytest.mark.parametrize("backend", ["kahip", "mtkahypar"])
+@pytest.mark.parametrize("backend", ["kahip", "mtkahypar", "kaminpar"])
 def test_backends_split_a_grid_into_balanced_parts(backend):
     adj = _grid(8, 8)
     block = partition_graph(adj, np.ones(64), [1, 1, 1, 1], 0.0, backend=backend, preset="fast", seed=1)
@@ -25,12 +25,30 @@ def test_backends_split_a_grid_into_balanced_parts(backend):
     assert cut <= 24  # a 4x4 quadrant split cuts 16; anything sane is far below random (~72)
 
 
-@pytest.mark.parametrize("backend", ["kahip", "mtkahypar"])
+@pytest.mark.parametrize("backend", ["kahip", "mtkahypar", "kaminpar"])
 def test_unequal_targets_give_proportional_blocks(backend):
     adj = _grid(6, 6)
     block = partition_graph(adj, np.ones(36), [2, 1], 0.0, backend=backend, preset="fast", seed=0)
     block = repair_balance(adj, np.ones(36), block, np.array([24.0, 12.0]))
     assert np.bincount(block).tolist() == [24, 12]
+
+
+def test_kaminpar_sees_the_weights_and_repeats_on_one_thread():
+    """The ParHIP file carries vertex and edge weights: two heavy edges of
+    a 4-cycle are never cut, and a heavy vertex counts as its weight."""
+    a = sp.coo_array((np.array([9.0, 1, 9, 1]), ([0, 1, 2, 3], [1, 2, 3, 0])), shape=(4, 4))
+    adj = sp.csr_array(a + a.T)
+    block = partition_graph(adj, np.ones(4), [1, 1], 0.0, backend="kaminpar", preset="fast", seed=3)
+    assert block[0] == block[1] and block[2] == block[3] and block[0] != block[2]
+    adj = _grid(4, 4)
+    w = np.ones(16)
+    w[5] = 9.0  # 24 in all: 12 per block
+    block = partition_graph(adj, w, [1, 1], 0.0, backend="kaminpar", preset="fast", seed=1)
+    assert np.bincount(block, weights=w).tolist() == [12.0, 12.0]
+    big = _grid(40, 40)
+    runs = [partition_graph(big, np.ones(1600), np.ones(100, dtype=np.int64), 0.0, backend="kaminpar",
+                            preset="fast", seed=5, threads=1) for _ in range(2)]
+    assert np.array_equal(runs[0], runs[1]) and runs[0].max() == 99  # the large-k preset
 
 
 def test_repair_moves_the_cheapest_vertex():

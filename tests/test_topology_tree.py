@@ -82,3 +82,31 @@ def test_load_topology_files(tmp_path):
     bad.write_text("what is this")
     with pytest.raises(ValueError, match="bad.txt"):
         load_topology(str(bad))
+
+
+@pytest.mark.parametrize("arities,distances,prefix", [([4, 16, 8], [1, 10, 100], "node"), ([2], [5], "node"),
+                                                      ([3, 1, 2], [1, 2, 3], None), ([2, 2, 2, 3], [1, 2, 3, 4], "n")])
+def test_a_uniform_hierarchy_built_as_arrays_is_the_tree_of_its_nodes(arities, distances, prefix):
+    """``Topology.uniform`` (no TreeNode per PE: 2^24 PEs in seconds) gives
+    the same machine as the tree built node by node."""
+    def build(level):
+        if level < 0:
+            return TreeNode("pe")
+        return TreeNode(f"level{level + 1}", float(distances[level]), [build(level - 1) for _ in range(arities[level])])
+
+    root = build(len(arities) - 1)
+    for i, node in enumerate([] if prefix is None else root.children if len(arities) >= 2 else [root]):
+        node.name = f"{prefix}{i}"
+    a, b = Topology(root), hierarchy_topology(arities, distances, prefix)
+    for key in ("parent", "node_distance", "node_depth", "leaf_of_pe", "child_ptr", "child_idx", "pe_os_index",
+                "leaf_start", "leaf_stop", "_paths", "_dist_ext", "_depth_ext", "pe_host", "pe_device",
+                "pe_link_row", "pe_link_node"):
+        assert np.array_equal(np.asarray(getattr(a, key)), np.asarray(getattr(b, key))), key
+    assert (a.node_kind, a.node_name, a.pe_cpus, a.n_nodes) == (b.node_kind, b.node_name, b.pe_cpus, b.n_nodes)
+    assert a.level_kinds() == b.level_kinds() and a.hosts() == b.hosts()
+    # its LCA and distance by group arithmetic are the ancestor paths' (pairs on one PE included)
+    rng = np.random.default_rng(0)
+    p, q = rng.integers(0, a.n_pes, 4000), rng.integers(0, a.n_pes, 4000)
+    q[:50] = p[:50]
+    assert np.array_equal(b.lca(p, q), a.lca(p, q)) and np.array_equal(b.distance(p, q), a.distance(p, q))
+    assert b.distance(1 % b.n_pes, 1 % b.n_pes) == 0 and b.lca(0, b.n_pes - 1) == a.lca(0, a.n_pes - 1)

@@ -15,9 +15,9 @@ orders.  Reported per order, medians over repeats (orders interleaved within
 each repeat): wall and communication time (max over ranks of the time spent
 waiting in MPI), bytes that crossed the network (tc byte counters), J of the
 order the ranks really ran in (from each rank's reported host, on the trace's
-traffic), and the network bound (busiest link's bytes / link rate).  The
-"bound" row is that bound for rankmap's order: only the unavoidable
-inter-node bytes cross the network.  The goal lines use the median of the
+traffic), and the network bound (the link time: the busiest link's bytes
+over its rate, ``cost.link_time`` on the cluster's topology, which carries
+the emulated rates).  The "bound" row is that bound for rankmap's order.  The goal lines use the median of the
 per-repeat ratios (paired: the orders of a repeat run back to back), since
 on a shared 2-core machine the load drifts between repeats; identical launch
 orders were measured up to 16% apart in medians of 5.
@@ -27,7 +27,8 @@ Why ``--topology``: inside the namespaces the trace records the right hosts
 hardware and hydra leaves ranks unbound, so the trace's own machine is S
 slots per host on 2 cores (distance 0 between slots of one core).  The
 cluster file (``rankmap cluster topology NAME``) says what the emulation
-means: S slots per node, distance 1 within a node, 100 across the switch.
+means: S slots per node, distance 1 within a node, 100 across the switch,
+the links' rates.
 ``reorder_comm`` discovers the hosts itself and, ranks being unbound, places
 at node granularity (it warns), which is exactly this model.
 
@@ -72,8 +73,8 @@ sys.path.insert(0, str(ROOT))
 
 from rankmap import evaluate  # noqa: E402
 from rankmap import trace as tracefmt  # noqa: E402
-from rankmap.cost import link_loads  # noqa: E402
-from rankmap.emulate import ClusterSpec, EmulatedCluster, parse_rate  # noqa: E402
+from rankmap.cost import link_time  # noqa: E402
+from rankmap.emulate import ClusterSpec, EmulatedCluster  # noqa: E402
 from rankmap.formats import read_graph  # noqa: E402
 
 ORDERS = ["block", "round-robin", "rankmap", "in-program"]
@@ -108,19 +109,6 @@ def pe_of_hosts(hosts: list[str], topo, slots: int) -> np.ndarray:
         pe[r] = index[h] * slots + used[h]
         used[h] += 1
     return pe
-
-
-def network_bound_s(graph, topo, pe_of_task, spec: ClusterSpec) -> float:
-    """Seconds the busiest rate-limited link needs for the bytes this mapping
-    sends across it (each direction is its own link)."""
-    src, dst, w = graph.coo()
-    pe = np.asarray(pe_of_task)
-    up, down = link_loads(topo, pe[src], pe[dst], w)
-    node_rate = parse_rate(spec.bandwidth) / 8
-    rack_rate = parse_rate(spec.rack_bandwidth or spec.bandwidth) / 8
-    rate = np.array([node_rate if k == "node" else rack_rate if k == "rack" else np.inf
-                     for k in topo.node_kind])
-    return float(np.max(np.maximum(up, down) / rate))
 
 
 class Bench:
@@ -220,13 +208,13 @@ def benchmark(args) -> list[dict]:
                        # the order of the last run (the same every run: launch orders and
                        # mappings are deterministic)
                        "J": evaluate(graph, topo, rs[-1]["pe"]).J,
-                       "bound_s": network_bound_s(graph, topo, rs[-1]["pe"], spec)}
+                       "bound_s": link_time(graph, topo, rs[-1]["pe"])}
                 if order == "in-program":
                     row["reorder_s"] = statistics.median(r["reorder_s"] for r in rs)
                 rows.append(row)
             best = runs["rankmap"][-1]["pe"]
             rows.append({"program": label, "order": "bound",
-                         "comm_s": network_bound_s(graph, topo, best, spec),
+                         "comm_s": link_time(graph, topo, best),
                          "J": evaluate(graph, topo, best).J})
     return rows
 

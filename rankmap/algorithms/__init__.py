@@ -33,7 +33,8 @@ QUICK_START_IMPORT = 0.27
 
 
 def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: int = 0,
-              eps: float | None = None, *, deadline: Deadline | None = None, **options) -> Mapping:
+              eps: float | None = None, *, objective: str | None = None, deadline: Deadline | None = None,
+              **options) -> Mapping:
     """Map the tasks of ``graph`` onto the PEs of ``topology``.
 
     One-to-one when ``graph.n <= topology.n_pes`` and ``eps`` is None;
@@ -41,6 +42,12 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     Option ``refine=True`` (``refine_depth=d``) passes the method's result
     through swap refinement (``refine.swap_refine``), ``refine="moves"``
     through move refinement (``move_refine.move_refine``, tree topologies).
+
+    ``objective`` (``OBJECTIVES``; default "time" for auto, else "sum": a
+    named method gives its own result): "sum" is J alone; "time" then
+    lowers the link time, the busiest link's bytes over its bandwidth, with
+    J kept within J_SLACK of the method's (``refine.bottleneck``);
+    "bottleneck" lowers the link time whatever J.
 
     Time: option ``time_limit`` (seconds) is the counted budget of the
     methods that plan their work (auto) and a wall-clock bound on this whole
@@ -63,7 +70,7 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
         if given is not None:
             start = time.perf_counter()
             pe = _within_nodes(graph, topology, _quick_start(graph, tree, given, seed, eps, deadline), deadline)
-            pe = _better(graph, topology, pe, given)
+            pe = pe if pe is given else _better(graph, topology, pe, given)  # two J passes: only if it differs
             return Mapping(pe, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
@@ -93,7 +100,9 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
         if refine_option(refine):
             pe = swap_refine(graph, tree, pe, seed=seed, eps=eps,
                              depth=swap_refine_option_depth(refine_depth), deadline=deadline)
-    pe = _within_nodes(graph, topology, np.asarray(pe, dtype=np.int64), deadline)
+    pe = apply_objective(graph, tree, np.asarray(pe, dtype=np.int64), objective_of(method, objective),
+                         seed=seed, eps=eps, deadline=deadline)
+    pe = _within_nodes(graph, topology, pe, deadline)
     validate_mapping(pe, graph, topology, eps=eps)
     if deadline.hit:
         pe = _not_worse_than_given(graph, topology, pe, eps)
@@ -101,15 +110,75 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     return Mapping(pe, method=method, seed=seed, time_s=elapsed, deadline_hit=deadline.hit)
 
 
-_PER_COST_ENTRY = 2.5e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 1-1.6 s)
+#: what a mapping is optimised for: J alone, the link time with J within
+#: J_SLACK of the method's, or the link time whatever J
+OBJECTIVES = ("time", "sum", "bottleneck")
+OBJECTIVE_OF = {"auto": "time"}  # a method's default objective; the others give their own result ("sum")
+#: J may rise this much for a lower link time: a near-tie of J (a shared
+#: network pays J, a link-bound exchange the link time).  The halving blocks
+#: of a scrambled 3-D halo lie at J's optimum; on the 89 quality rows J rose
+#: 0.11 % on average, at most 0.99 % (docs/results/link-loads.md, quality-one-to-one.md)
+J_SLACK = 0.01
+LINK_EVALS_PER_TASK = 100  # the link stage's work: candidate swaps scored per task ...
+MIN_LINK_EVALS = 10_000    # ... at least ...
+MAX_LINK_EVALS = 200_000   # ... and at most (about 4 s at 20 us per candidate) ...
+LINK_PATIENCE = 8          # ... and kicks in a row without a gain before it stops
+
+
+def objective_of(method: str, objective: str | None = None) -> str:
+    """The objective a mapping by ``method`` is made for: ``objective``, else
+    the method's default (OBJECTIVE_OF, else "sum")."""
+    objective = objective or OBJECTIVE_OF.get(method, "sum")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+    return objective
+
+
+def prefers(objective: str, new: tuple[float, float], old: tuple[float, float]) -> bool:
+    """Whether a mapping of (link time, J) ``new`` is better than ``old``
+    for ``objective``: "sum" compares J; "bottleneck" the link time, then J;
+    "time" J where they differ by more than J_SLACK, else as "bottleneck"."""
+    (t_new, j_new), (t_old, j_old) = new, old
+    if objective == "sum" or (objective == "time" and not j_old / (1 + J_SLACK) <= j_new <= j_old * (1 + J_SLACK)):
+        return j_new < j_old
+    return (t_new, j_new) < (t_old, j_old)
+
+
+def apply_objective(graph, topology, pe, objective: str, *, seed: int = 0, eps=None,
+                    deadline: Deadline | None = None):
+    """``pe`` with its link time lowered as ``objective`` says (``map_tasks``):
+    unchanged for "sum", and for tasks of unequal weights on shared PEs
+    (the search moves tasks between slots, which keeps only equal weights
+    balanced)."""
+    deadline = Deadline.of(deadline)
+    weights = graph.vertex_weights
+    unequal = (eps is not None or graph.n > topology.n_pes) and weights.size and np.ptp(weights) > 0
+    if objective_of("", objective) == "sum" or unequal or deadline.expired():
+        return pe
+    from ..cost import mapping_cost
+    from .refine.bottleneck import bottleneck_refine
+
+    cap = (1 + J_SLACK) * mapping_cost(graph, topology, pe) if objective == "time" else None
+    evals = int(np.clip(LINK_EVALS_PER_TASK * graph.n, MIN_LINK_EVALS, MAX_LINK_EVALS))
+    return bottleneck_refine(graph, topology, pe, eps=eps, seed=seed, j_cap=cap, max_evals=evals,
+                             patience=LINK_PATIENCE, deadline=deadline)
+
+
+_PER_COST_ENTRY = 1e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 0.15-0.5 s, load 7)
 _TAIL_PASSES = 3          # after the method: J of its last start, and of the given order and the result
+
+
+def pass_seconds(graph) -> float:
+    """Estimated seconds of one whole-graph pass that no deadline cuts (the
+    J of a mapping): what a caller reserves for the passes after a search."""
+    return _PER_COST_ENTRY * (graph.n_edges + graph.n)
 
 
 def _tail_seconds(graph) -> float:
     """Estimated seconds of the whole-graph passes that follow a method's
     search and that no deadline cuts: the J of its last start, the check
     of the mapping, the comparison with the given order."""
-    return _TAIL_PASSES * _PER_COST_ENTRY * (graph.n_edges + graph.n)
+    return _TAIL_PASSES * pass_seconds(graph)
 
 
 def _within_nodes(graph, topology, pe, deadline: Deadline):
@@ -149,7 +218,8 @@ def _given_order(graph, topology, eps):
 def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     """What auto does when its own start does not fit the deadline: the
     better of the given order and a KaHIP fast multisection (auto's first
-    start without its refinement; neither loads numba), on a tree where the
+    start without its refinement; KaMinPar's on a dense graph; neither
+    loads numba), on a tree where the
     deadline leaves time for its import and as long again.  The
     multisection prices every partitioning call against the deadline at
     idle-core speed: its deadline comes as much sooner as the import ran
@@ -162,8 +232,12 @@ def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     slow = 1.0 if loaded else slowness(began, QUICK_START_IMPORT)
     left = deadline.remaining() - _tail_seconds(graph)
     inner = deadline.sooner(deadline.remaining() - left / slow)
+    from .construct.partition import dense
+
+    # KaHIP is slow on dense graphs (5x its sparse price at 200 partners per task), KaMinPar is not
+    backend = "kaminpar" if dense(graph.n, graph.symmetric.nnz) else "kahip"
     try:
-        pe = np.asarray(multisection(graph, topology, seed=seed, eps=eps, preset="fast", backend="kahip", workers=1,
+        pe = np.asarray(multisection(graph, topology, seed=seed, eps=eps, preset="fast", backend=backend, workers=1,
                                      deadline=inner), dtype=np.int64)
         validate_mapping(pe, graph, topology, eps=eps)
     except ValueError:  # cut where weighted tasks no longer fit their PEs

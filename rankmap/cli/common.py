@@ -363,12 +363,35 @@ def human_bytes(x: float) -> str:
     return f"{x:.4g} PiB"
 
 
-def print_comparison(title_before: str, title_after: str, before, after) -> None:
-    """The short before/after table of ``map`` and ``demo``."""
+def phase_graphs(args) -> list:
+    """One graph per phase of the recorded run (the traffic ``map`` reads),
+    when at least two phases carry bytes; else none."""
+    run = getattr(args, "recorded_run", None)
+    if run is None or len(run.phases) < 2:
+        return []
+    graphs = [run.graph(kind=args.traffic, phase=p) for p in run.phases]
+    graphs = [g for g in graphs if g.total_bytes > 0]
+    return graphs if len(graphs) > 1 else []
+
+
+def print_comparison(title_before: str, title_after: str, before, after, phased=None) -> None:
+    """The short before/after table of ``map``, ``eval`` and ``demo``: J,
+    the busiest link (the largest bytes over bandwidth) and its time (with
+    ``phased``, before and after: the sum of the phases' link times), hops
+    per byte, bytes per level."""
     ratio = after.J / before.J if before.J else 1.0
+    seconds = after.link_time_unit == "s"
+    scale = 1.0 if seconds else before.link_time or 1.0  # no bandwidth given: relative to the first
+
+    def time(t: float) -> str:
+        return f"{t:.3g} s" if seconds else f"{t / scale:.3f}"
+
     rows = [("J (bytes x distance)", f"{before.J:.6g}", f"{after.J:.6g}"),
-            ("bottleneck link", human_bytes(before.bottleneck), human_bytes(after.bottleneck)),
-            ("hops per byte", f"{before.hops_per_byte:.3f}", f"{after.hops_per_byte:.3f}")]
+            ("busiest link", human_bytes(before.busiest_link_bytes), human_bytes(after.busiest_link_bytes)),
+            ("link time" + ("" if seconds else " (relative)"), time(before.link_time), time(after.link_time))]
+    if phased is not None:
+        rows.append(("  phases in turn", time(phased[0]), time(phased[1])))
+    rows.append(("hops per byte", f"{before.hops_per_byte:.3f}", f"{after.hops_per_byte:.3f}"))
     levels = {}
     for which, rep in (("b", before), ("a", after)):
         for lv in rep.bytes_per_level:
@@ -383,6 +406,9 @@ def print_comparison(title_before: str, title_after: str, before, after) -> None
     for r in rows:
         print(f"{r[0]:{w0}}  {r[1]:>{w1}}  {r[2]:>{w2}}")
     print(f"{'J ratio':{w0}}  {'':>{w1}}  {ratio:>{w2}.4f}")
+    if after.busiest_link:
+        print(f"busiest link: {after.busiest_link}" + (f" (before: {before.busiest_link})"
+                                                       if before.busiest_link != after.busiest_link else ""))
 
 
 def dump_json(obj: dict) -> None:

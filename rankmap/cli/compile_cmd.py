@@ -47,6 +47,17 @@ def grid(rows: int, cols: int):
                                 np.ones(2 * src.size), n=rows * cols)
 
 
+def dense(n: int, partners: int):
+    """Every task exchanging with its ``partners`` nearest in a ring: a dense
+    graph (auto's connection-cache refinement)."""
+    from ..graph import CommGraph
+
+    src = np.repeat(np.arange(n), partners)
+    dst = (src + np.tile(np.arange(1, partners + 1), n)) % n
+    return CommGraph.from_edges(np.concatenate([src, dst]), np.concatenate([dst, src]),
+                                np.ones(2 * src.size), n=n)
+
+
 def instances():
     """(what, graph, topology, method) that between them call every kernel."""
     from ..formats import read_graph
@@ -59,6 +70,7 @@ def instances():
              load_topology(bundled("demo-cluster.txt")), "auto"),
             ("1156 tasks one-to-one", grid(34, 34), topology_from_strings("4:16:19", "1:10:100"), "auto"),
             ("1156 tasks on 256 PEs", grid(34, 34), topology_from_strings("4:16:4", "1:10:100"), "auto"),
+            ("576 dense tasks one-to-one", dense(576, 40), topology_from_strings("24:2:12", "4:20:100"), "auto"),
             ("64 tasks on a 4x4x4 torus", grid(8, 8), mesh_topology_from_spec("4x4x4", torus=True),
              "mesh_auto")]
 

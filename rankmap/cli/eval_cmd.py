@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import sys
 
-from ..cost import evaluate
+from ..cost import evaluate, phased_link_time
 from ..formats.launch_files import read_launch_file
 from ..mapping import balance_report, validate_mapping
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, check_fits, dump_json,
-                     load_graph, load_machine, print_comparison)
+                     load_graph, load_machine, phase_graphs, print_comparison)
 
 NAME = "eval"
 HELP = "score a mapping file (J, bytes per level, bottleneck)"
@@ -63,10 +63,15 @@ def run(args) -> int:
         dump_json({"n_tasks": graph.n, "n_pes": topology.n_pes, "J": after.J,
                    "J_identity": before.J, "bytes_per_level": after.bytes_per_level,
                    "bottleneck": after.bottleneck, "hops_per_byte": after.hops_per_byte,
+                   "link_time": after.link_time, "link_time_unit": after.link_time_unit,
+                   "busiest_link": after.busiest_link, "busiest_link_bytes": after.busiest_link_bytes,
                    "balance": balance, "mapping": args.mapping})
         return 0
     print(f"{graph.n} tasks on {topology.n_pes} PEs; mapping {args.mapping}")
-    print_comparison("identity", "mapping", before, after)
+    phases = phase_graphs(args)
+    phased = (phased_link_time(phases, topology, identity), phased_link_time(phases, topology, pe)) \
+        if phases else None
+    print_comparison("identity", "mapping", before, after, phased)
     if graph.n > topology.n_pes:
         print(f"max PE load {balance['max_load']:g} (L_max {balance['L_max']}, "
               f"SharedMap rule {balance['L_max_sharedmap']})")

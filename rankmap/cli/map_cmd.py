@@ -16,6 +16,7 @@ examples:
   rankmap map graph.metis --topology arch.tgt --method greedy --json
   rankmap map app.mat --torus 16x32x32 --cores 4 --method mesh_auto
   rankmap map app.mat --mesh 8x8 --objective bottleneck
+  rankmap map trace.rmtrace.npz --objective sum        # J alone
 """
 
 from __future__ import annotations
@@ -25,15 +26,20 @@ import sys
 
 import numpy as np
 
-from ..algorithms import METHODS, map_tasks
+from ..algorithms import METHODS, OBJECTIVES, apply_objective, map_tasks, objective_of, pass_seconds
 from ..algorithms.options import check_options
-from ..cost import evaluate
+from ..cost import evaluate, phased_link_time
 from ..deadline import Deadline
 from ..formats import LAUNCH_FORMATS, write_launch_files
 from ..formats.relaunch import relaunch_lines
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, check_fits, dump_json,
-                     load_graph, load_machine, print_comparison, print_relaunch, recorded_program)
+                     load_graph, load_machine, phase_graphs, print_comparison, print_relaunch,
+                     recorded_program)
+
+#: whole-graph passes of the report, in J passes' time (``pass_seconds``): two reports
+#: (each a J pass, the bytes per level and the link loads) and the launch files
+REPORT_PASSES = 6
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -51,9 +57,11 @@ def add_arguments(p) -> None:
     p.add_argument("--eps", type=values.eps, default=None,
                    help="allowed imbalance with many tasks per PE, e.g. 0.03; a job with more "
                         "tasks than the machine has slots needs it (else it is an error)")
-    p.add_argument("--objective", default="sum", choices=["sum", "bottleneck"],
-                   help="sum: J, the bytes x distance total (default); bottleneck: then lower the "
-                        "most loaded link by swap refinement (Langguth, Schlag & Schulz)")
+    p.add_argument("--objective", default=None, choices=OBJECTIVES,
+                   help="time (auto's default): J, then the link time (the busiest link's bytes over "
+                        "its bandwidth) lowered with J kept within 1%%; sum: J alone, the bytes x "
+                        "distance total (a named --method's default); bottleneck: the link time "
+                        "whatever J (Langguth, Schlag & Schulz)")
     p.add_argument("--comm-factor", type=values.number(0.0), default=None, metavar="F",
                    help="report the makespan max(max PE load, F x most loaded link), vertex "
                         "weights as computation")
@@ -172,8 +180,10 @@ def run(args) -> int:
                         "mapping)")
     deadline = Deadline(args.time_limit, start=args.started)  # start-up and reading count too
     graph, topology, recorded, options = _load(args)
+    # ... and the report after the mapping: J before and after, the launch files
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
-                        deadline=deadline, **options)
+                        objective=args.objective, deadline=deadline.sooner(REPORT_PASSES * pass_seconds(graph)),
+                        **options)
     return _report(args, graph, topology, recorded, mapping)
 
 
@@ -206,30 +216,38 @@ def _run_distributed(args) -> int:
 
 
 def _report(args, graph, topology, recorded, mapping) -> int:
-    if args.objective == "bottleneck":
-        from ..algorithms.refine.bottleneck import bottleneck_refine
-
-        mapping.pe_of_task = bottleneck_refine(graph, topology, mapping.pe_of_task, eps=args.eps,
-                                               seed=args.seed)
+    objective = objective_of(args.method, args.objective)
+    if args.distributed:  # the distributed rounds lower J: the links on rank 0 afterwards
+        mapping.pe_of_task = apply_objective(graph, topology, mapping.pe_of_task, objective, seed=args.seed,
+                                             eps=args.eps)
     identity = map_tasks(graph, topology, method="identity", eps=args.eps)
     before_pe, before_name = identity.pe_of_task, "identity"
     if recorded is not None:
         before_pe, before_name = recorded, "recorded"
     before = evaluate(graph, topology, before_pe, check=False, comm_factor=args.comm_factor)
     after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
+    phases = phase_graphs(args)
+    phased = (phased_link_time(phases, topology, before_pe), phased_link_time(phases, topology, mapping.pe_of_task)) \
+        if phases else None
+    j_identity = before.J if recorded is None else evaluate(graph, topology, identity.pe_of_task, check=False).J
     written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
         if args.output else {}
     if args.json:
         dump_json({"method": args.method, "seed": args.seed, "n_tasks": graph.n,
                    "n_pes": topology.n_pes, "J": after.J,
-                   "J_identity": evaluate(graph, topology, identity.pe_of_task, check=False).J,
+                   "J_identity": j_identity,
                    "before": before_name, "J_before": before.J,
                    "ratio": after.J / before.J if before.J else 1.0,
                    "bytes_per_level": after.bytes_per_level, "bottleneck": after.bottleneck,
                    "hops_per_byte": after.hops_per_byte, "time_s": mapping.time_s,
                    "time_limit": args.time_limit, "work_limit": args.work_limit,
                    "deadline_hit": mapping.deadline_hit,
-                   "objective": args.objective, "bottleneck_link": after.bottleneck_link,
+                   "objective": objective, "bottleneck_link": after.bottleneck_link,
+                   "link_time": after.link_time, "link_time_before": before.link_time,
+                   "link_time_unit": after.link_time_unit, "busiest_link": after.busiest_link,
+                   "busiest_link_bytes": after.busiest_link_bytes,
+                   "busiest_link_bytes_before": before.busiest_link_bytes,
+                   "phased_link_time": phased and phased[1], "phased_link_time_before": phased and phased[0],
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
                    "launch_files": written,
@@ -239,7 +257,7 @@ def _report(args, graph, topology, recorded, mapping) -> int:
         return 0
     print(f"{graph.n} tasks, {graph.n_edges} communicating pairs, {graph.total_bytes:.6g} bytes; "
           f"{topology.n_pes} PEs on {len(topology.hosts())} host(s)")
-    print_comparison(before_name, args.method, before, after)
+    print_comparison(before_name, args.method, before, after, phased)
     if after.makespan is not None:
         print(f"makespan (F = {args.comm_factor:g}): {before.makespan:.6g} -> {after.makespan:.6g}")
     print(f"mapping time: {mapping.time_s:.3f} s")

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..topology import Topology
-from ..topology.hierarchy import format_hierarchy
+from ..topology.bandwidth import parse_rate
 from ..topology.hosts import expand_nodelist
-from ..topology.tree import TreeNode
+from ..topology.tree import TreeNode, format_distance, format_hierarchy
 
 STATE_ROOT = Path(os.environ.get("RANKMAP_CLUSTER_DIR", "/run/rankmap-clusters"))
 REQUIRED_TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux",
@@ -44,8 +44,6 @@ REQUIRED_TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux",
 NETWORK_ENV = {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}
 SUBNET_BASE = ipaddress.ip_network("10.213.0.0/16")
 HOST_PREFIX = "node"
-_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9,
-               "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
 _NAME_RE = re.compile(r"^rmx[0-9a-z]{1,7}$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$")
 
@@ -57,18 +55,6 @@ class ClusterError(RuntimeError):
 class ClusterUnavailable(ClusterError):
     """This machine cannot host an emulated cluster (not root, tools or kernel
     features missing); the message says what is missing."""
-
-
-def parse_rate(text: str) -> int:
-    """``"200mbit"`` -> 200_000_000 bits per second (tc's units; ``mbps`` = megabytes/s)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]+)\s*", str(text))
-    if not m or m.group(2).lower() not in _RATE_UNITS:
-        raise ValueError(f"bandwidth {text!r}: expected a number and a unit "
-                         f"({', '.join(_RATE_UNITS)}), e.g. 200mbit")
-    bits = float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
-    if bits < 8000:
-        raise ValueError(f"bandwidth {text!r}: at least 8kbit")
-    return int(bits)
 
 
 @dataclass(frozen=True)
@@ -120,34 +106,34 @@ class ClusterSpec:
         return arities, d
 
     def topology_file_text(self, distances=None) -> str:
-        """The cluster as a rankmap topology file (``rankmap map --topology``):
-        one ``hierarchy SLOTS:NODES distances 1:100`` line, whose hosts are
-        node0, node1... like the emulated nodes.  One switch only: such files
-        name the groups under the root as hosts, so racks cannot be written."""
-        if self.racks > 1:
-            raise ValueError("a cluster with racks has no one-line topology file (hierarchy files "
-                             "name the root's children as hosts); use ClusterSpec.topology()")
+        """The cluster as a rankmap cluster file (``rankmap map --topology``):
+        nodes of ``slots`` PEs at distance 1 with the emulated host names,
+        under one switch at distance 100 (with racks: rack switches at 100
+        under a top switch at 1000), each link's rate as ``bandwidths``."""
         arities, dists = self.hierarchy(distances)
-        if self.names:  # a cluster file keeps the host names
-            node = format_hierarchy(arities[:1], dists[:1])
-            return (f"cluster\nhierarchy {node[0]} distances {node[1]}\nnodes {self.names}\n"
-                    f"network {self.nodes} distances {dists[1]:g}\n")
-        return "hierarchy {} distances {}\n".format(*format_hierarchy(arities, dists))
+        rates = [self.bandwidth] + ([self.rack_bandwidth or self.bandwidth] if self.racks > 1 else [])
+        node = format_hierarchy(arities[:1], dists[:1])
+        nodes = self.names or f"{HOST_PREFIX}[0-{self.nodes - 1}]"
+        network = ":".join(format_distance(d) for d in dists[1:])
+        return (f"cluster\nhierarchy {node[0]} distances {node[1]}\nnodes {nodes}\n"
+                f"network {arities[1]} distances {network} bandwidths {':'.join(rates)}\n")
 
     def topology(self, distances=None) -> Topology:
         """The rankmap topology of the cluster's slots, innermost level first:
         ``slots:nodes`` with distances (1, 100), or ``slots:nodes_per_rack:racks``
-        with (1, 100, 1000); node subtrees carry the nodes' host names."""
+        with (1, 100, 1000); node subtrees carry the nodes' host names, links
+        their rates."""
         per_rack = self.nodes // self.racks
         _, d = self.hierarchy(distances)
 
         def node(i: int) -> TreeNode:
             return TreeNode("node", d[0], [TreeNode("pe") for _ in range(self.slots)],
-                            name=self.hosts[i])
+                            name=self.hosts[i], uplink=parse_rate(self.bandwidth) / 8)
 
         if self.racks == 1:
             return Topology(TreeNode("switch", d[1], [node(i) for i in range(self.nodes)]))
-        racks = [TreeNode("rack", d[1], [node(j * per_rack + i) for i in range(per_rack)])
+        uplink = parse_rate(self.rack_bandwidth or self.bandwidth) / 8
+        racks = [TreeNode("rack", d[1], [node(j * per_rack + i) for i in range(per_rack)], uplink=uplink)
                  for j in range(self.racks)]
         return Topology(TreeNode("switch", d[2], racks))
 

@@ -5,15 +5,21 @@ A first row of words (``src,dst,bytes``) is a header and skipped; a rank
 written another way (``0x1f``, ``1e3``, ``1.0``) is refused, never read as
 something else.  ``names_edge_columns`` tells a header that names the
 columns of an edge list from the header of some other table.
+
+Large plain files (numbers only, the same 3 or 4 columns on every line) are
+read by whole-file scanning (``columns.py``); the line loop reads the rest
+and names the line of every error.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
 
 from ..graph import CommGraph
+from .columns import FAST_MIN_BYTES, scan_numbers
 from .common import MAX_TASKS, FormatError, _err, _num, check_number
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.()\-]*")
@@ -59,6 +65,9 @@ def _rank(path, no, text: str) -> int:
 
 
 def read_edge_list(path: str) -> CommGraph:
+    scanned = _read_scanned(path) if os.path.getsize(path) >= FAST_MIN_BYTES else None
+    if scanned is not None:
+        return scanned
     src, dst, nbytes, msgs = [], [], [], []
     first = True
     with open(path, encoding="utf-8") as fh:
@@ -94,6 +103,37 @@ def read_edge_list(path: str) -> CommGraph:
     m = np.asarray(msgs)
     messages = None if np.isnan(m).any() else m
     return CommGraph.from_edges(src, dst, nbytes, messages=messages)
+
+
+def _read_scanned(path: str) -> CommGraph | None:
+    """The graph by whole-file scanning, or None where the line loop must
+    read it: a header row, comments after the first edge, signs, words,
+    ranks not written as plain decimals, lines of different lengths,
+    anything out of range.  Comment lines before the first edge (the one
+    ``write_edge_list`` puts there) are skipped."""
+    offset = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.strip() and not line.lstrip().startswith(b"#"):
+                break
+            offset += len(line)
+    scan = scan_numbers(path, offset, dtype=np.float64, inside=b".eE+", flag=b".eE+")
+    if scan is None:
+        return None
+    fields = np.unique(scan.per_line[scan.per_line > 0])
+    if fields.size != 1 or int(fields[0]) not in (3, 4) or (scan.flagged < 2).any():
+        return None  # mixed lengths, or a rank such as 1.0, 1e3, +5
+    table = scan.values.reshape(-1, int(fields[0]))
+    ranks = table[:, :2]
+    if not np.isfinite(table).all() or ranks.max() >= MAX_TASKS:
+        return None
+    messages = None
+    if table.shape[1] == 4:
+        messages = table[:, 3]
+        if (messages != np.floor(messages)).any():
+            return None
+    src, dst = ranks[:, 0].astype(np.int64), ranks[:, 1].astype(np.int64)
+    return CommGraph.from_edges(src, dst, table[:, 2], messages=messages)
 
 
 def write_edge_list(graph: CommGraph, path: str) -> None:

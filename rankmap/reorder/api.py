@@ -27,9 +27,9 @@ from mpi4py import MPI
 
 from ..algorithms.distributed.multilevel import COARSE_TIME_LIMIT, Multilevel, level_caps
 from ..algorithms.distributed.swap_rounds import MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds
-from ..algorithms import AUTO_FIRST_CALL
+from ..algorithms import AUTO_FIRST_CALL, objective_of
 from ..algorithms.refine.swaps import swap_refine
-from ..cost import mapping_cost
+from ..cost import link_time, mapping_cost
 from ..deadline import Deadline
 from ..graph import CommGraph
 from ..mapping import validate_mapping
@@ -90,6 +90,9 @@ class ReorderInfo:
     topology: str = ""      # "given" or "discovered"
     time_s: float = 0.0
     deadline_hit: bool = False  # rank 0's deadline cut the search (the same on every rank)
+    objective: str = ""     # what the centralised path optimised ("time", "sum", "bottleneck")
+    link_time_before: float = float("nan")  # the busiest link's bytes over bandwidth, original order
+    link_time_after: float = float("nan")   # ... new order (centralised path; relative without bandwidths)
 
     @property
     def improvement(self) -> float:
@@ -149,7 +152,7 @@ def _wrap(cls, new, base_comm, info: ReorderInfo):
 
 
 def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto",
-                 refine: str = "auto", distributed: bool | None = None, seed: int = 0,
+                 objective: str | None = None, refine: str = "auto", distributed: bool | None = None, seed: int = 0,
                  network=None, max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4,
                  replicas: int = REPLICAS, kicks: int = 0, multilevel: bool = True,
                  options: dict | None = None) -> ReorderedComm:
@@ -164,7 +167,10 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     centralised path; ``options["time_limit"]`` (default
     ``IN_PROGRAM_TIME_LIMIT``) is auto's budget and a wall-clock deadline on
     the mapping and refinement, rank 0's clock deciding for every rank
-    (``.reorder.deadline_hit``); ``refine``: "auto" (swap
+    (``.reorder.deadline_hit``); ``objective``: what the centralised path
+    optimises (``rankmap.map_tasks``: "time", auto's default, J with the
+    busiest link's time lowered within 1 % of J; "sum", J alone; "bottleneck");
+    ``refine``: "auto" (swap
     refinement unless the method already ends with it: auto, swap), "swap"
     (the centralised Schulz-Traff swap refinement, N_C^10), "rounds" (the
     distributed swap rounds), "none".
@@ -212,7 +218,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     rank, size = comm.Get_rank(), comm.Get_size()
     settings = agreed_arguments(comm, reorder_settings, method, refine, distributed, seed,
                                 max_rounds, min_improvement, replicas, kicks, multilevel, options,
-                                same="reorder_comm's settings")
+                                objective, same="reorder_comm's settings")
     source = "given" if topology is not None else "discovered"
     # rank 0's clock decides: only rank 0 maps, and the rounds carry its verdict
     deadline = Deadline(call_seconds(settings["options"], settings["method"]), start=begun)
@@ -243,7 +249,9 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     new = comm.Split(0, key)
     info = ReorderInfo(False, None, info["path"], info["method"], info["J_before"], info["J_after"],
                        rank, new.Get_rank(), info.get("rounds", 0), info.get("swaps", 0),
-                       place.source, time.perf_counter() - start, info["deadline_hit"])
+                       place.source, time.perf_counter() - start, info["deadline_hit"],
+                       info.get("objective", "sum"), info.get("T_before", float("nan")),
+                       info.get("T_after", float("nan")))
     return _wrap(ReorderedComm, new, comm, info)
 
 
@@ -291,7 +299,7 @@ def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
     than the current placement; returns (task on each slot, info).  The
     ``deadline`` (default: ``call_seconds`` from now, as reorder_comm's)
     bounds the mapping and the refinement."""
-    from ..algorithms import map_tasks
+    from ..algorithms import apply_objective, map_tasks, prefers
 
     size = len(rows)
     lengths = [len(d) for d, _ in rows]
@@ -299,7 +307,8 @@ def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
                                  np.concatenate([d for d, _ in rows]),
                                  np.concatenate([b for _, b in rows]), n=size)
     current = np.asarray(pe_of_rank, dtype=np.int64)
-    j_before = mapping_cost(graph, topology, current)
+    j_before, t_before = mapping_cost(graph, topology, current), link_time(graph, topology, current)
+    objective = objective_of(settings["method"], settings.get("objective"))
     options = {k: v for k, v in settings["options"].items() if k not in MULTILEVEL_OPTIONS}
     if settings["method"] == "auto":
         options.setdefault("time_limit", IN_PROGRAM_TIME_LIMIT)
@@ -310,18 +319,20 @@ def _map_on_root(rows, topology, pe_of_rank, settings, deadline=None):
         refine = "none"
     # threads and worker processes: one, as in every rank of a job of several (``rankmap.cores``)
     mapping = map_tasks(graph, topology, method=settings["method"], seed=settings["seed"], deadline=deadline,
-                        **options)
+                        objective="sum", **options)
     pe, refined_by = refine_mapping(graph, topology, mapping.pe_of_task, refine, settings["seed"],
                                     replicas=settings["replicas"], kicks=settings["kicks"], deadline=deadline)
+    pe = apply_objective(graph, topology, pe, objective, seed=settings["seed"], deadline=deadline)
     name = settings["method"] + (f"+{refined_by}" if refined_by else "")
-    j_after = mapping_cost(graph, topology, pe)
-    if j_after >= j_before:  # no gain: moving processes would only cost
-        pe, j_after, name = current, j_before, f"current order (kept: {name} found no better)"
+    j_after, t_after = mapping_cost(graph, topology, pe), link_time(graph, topology, pe)
+    if not prefers(objective, (t_after, j_after), (t_before, j_before)):  # moving processes would only cost
+        pe, j_after, t_after, name = current, j_before, t_before, f"current order (kept: {name} found no better)"
     validate_mapping(pe, graph, topology)
     task_of_pe = np.empty(size, dtype=np.int64)
     task_of_pe[pe] = np.arange(size)
     return task_of_pe, {"path": "centralised", "method": name, "J_before": j_before, "J_after": j_after,
-                        "deadline_hit": deadline.hit}
+                        "deadline_hit": deadline.hit, "objective": objective, "T_before": t_before,
+                        "T_after": t_after}
 
 
 def refine_mapping(graph, topology, pe, refine, seed, *, replicas: int = REPLICAS,

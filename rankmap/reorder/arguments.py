@@ -15,6 +15,7 @@ import math
 import numpy as np
 from mpi4py import MPI
 
+from ..algorithms import objective_of
 from ..algorithms.registry import is_method
 from ..algorithms.distributed.swap_rounds import rounds_options
 from ..algorithms.options import check_options
@@ -96,13 +97,14 @@ REFINEMENTS = ("auto", "swap", "rounds", "none")
 
 
 def reorder_settings(method, refine, distributed, seed, max_rounds, min_improvement, replicas,
-                     kicks, multilevel, options) -> dict:
-    """The settings of ``reorder_comm``, checked: a known method, a known
-    refinement, a seed numpy takes, counts >= their least, a finite
-    ``min_improvement`` >= 0, flags that are booleans, ``options`` of some
-    method (``algorithms.options``)."""
+                     kicks, multilevel, options, objective=None) -> dict:
+    """The settings of ``reorder_comm``, checked: a known method and
+    objective, a known refinement, a seed numpy takes, counts >= their
+    least, a finite ``min_improvement`` >= 0, flags that are booleans,
+    ``options`` of some method (``algorithms.options``)."""
     if not is_method(method):
         raise ValueError(f"method {method!r} is not a mapping method (rankmap.algorithms.method_names())")
+    objective_of(method, objective)
     if refine in (None, False):
         refine = "none"
     if refine not in REFINEMENTS:
@@ -127,7 +129,8 @@ def reorder_settings(method, refine, distributed, seed, max_rounds, min_improvem
     if options is not None and not isinstance(options, dict):
         raise ValueError(f"options must be a dict, not {type(options).__name__}")
     replicas, kicks = rounds_options(replicas, kicks)
-    return dict(method=method, refine=refine, distributed=flag("distributed", distributed, True),
+    return dict(method=method, objective=objective, refine=refine,
+                distributed=flag("distributed", distributed, True),
                 seed=count("seed", seed, 0, MAX_SEED),
                 max_rounds=count("max_rounds", max_rounds, 1, C_INT_MAX),
                 min_improvement=float(min_improvement), replicas=replicas, kicks=kicks,

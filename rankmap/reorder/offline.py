@@ -132,7 +132,9 @@ def map_distributed(graph, topology, *, method: str = "identity", seed: int = 0,
         if graph.n > topology.n_pes:
             raise ValueError(f"--distributed refines one-to-one mappings: {graph.n} tasks on "
                              f"{topology.n_pes} PEs")
-        return map_tasks(graph, topology, method=method, seed=seed, deadline=deadline, **options).pe_of_task
+        # J alone: the rounds descend in J, the link time comes after them (rankmap map --distributed)
+        return map_tasks(graph, topology, method=method, seed=seed, deadline=deadline, objective="sum",
+                         **options).pe_of_task
 
     begin = time.perf_counter()
     # GPU nodes: the rounds run on the tree approximating each node's links,

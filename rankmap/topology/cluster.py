@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..limits import MAX_PES
+from .bandwidth import parse_bandwidths
 from .hierarchy import hierarchy_topology, parse_hierarchy
 from .hosts import expand_nodelist, parse_hostfile
 from .levels import DEFAULT_NETWORK_DISTANCE, merge_structureless_levels, normalize_overrides
@@ -60,6 +61,8 @@ def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) ->
             children = [made[c] for c in topology.children(n).tolist() if made[c] is not None]
             made[n] = TreeNode(kind, float(topology.node_distance[n]), children, None, name,
                                links=topology.node_links.get(n))
+        uplink = float(topology.node_uplink[n])
+        made[n].uplink = uplink if np.isfinite(uplink) else None
     return made[0]
 
 
@@ -97,14 +100,17 @@ def _check_pes(topology: Topology, pes) -> np.ndarray:
 
 
 # ------------------------------------------------------------- composition
-def compose_cluster(nodes, network_arities=(), network_distances=(), switches=None) -> Topology:
+def compose_cluster(nodes, network_arities=(), network_distances=(), switches=None,
+                    network_bandwidths=()) -> Topology:
     """One topology for several nodes: ``nodes`` is a list of
     ``(hostname, Topology)`` (heterogeneous nodes allowed), placed in order
     under the network levels (see module docstring), or under the switches
     of a Slurm ``topology.conf`` or ``topology.yaml``
     (``switches.load_switches``).  Hosts named by Cray xnames with no
     levels given sit under the blades, chassis and cabinets their names
-    say (``switches.xname_switches``)."""
+    say (``switches.xname_switches``).  ``network_bandwidths`` (bytes/s,
+    innermost first like the distances): the links into each network
+    level, the first one each node's own link."""
     nodes = list(nodes)
     if not nodes:
         raise ValueError("a cluster needs at least one node")
@@ -114,11 +120,16 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
                          f"({MAX_PES})")
     arities = [int(a) for a in network_arities]
     dists = [float(d) for d in network_distances]
+    bandwidths = [float(b) for b in network_bandwidths]
     if any(a < 1 for a in arities):
         raise ValueError(f"network {':'.join(map(str, arities))}: arities must be >= 1")
     if any(d < 0 for d in dists):
         raise ValueError("network distances must be non-negative")
-    if switches is not None and (arities or dists):
+    if any(not 0 < b < float("inf") for b in bandwidths):
+        raise ValueError("network bandwidths must be finite and > 0")
+    if len(bandwidths) > max(len(arities) + 1, 1):
+        raise ValueError(f"{len(bandwidths)} network bandwidths for {len(arities)} network levels")
+    if switches is not None and (arities or dists or bandwidths):
         raise ValueError("give network levels or switches, not both")
     hosts = [str(h) for h, _ in nodes]
     if switches is None and not arities and not dists and len(hosts) > 1:
@@ -149,7 +160,9 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
         return Topology(merge_structureless_levels(switch_tree(switches, list(zip(seen_order, level)))))
     for i, arity in enumerate(arities):
         kind = NETWORK_KINDS[i] if i < len(NETWORK_KINDS) else "network"
+        _set_uplinks(level, bandwidths, i)
         level = [TreeNode(kind, dists[i], level[j:j + arity]) for j in range(0, len(level), arity)]
+    _set_uplinks(level, bandwidths, len(arities))
     if len(level) > 1:
         if len(dists) == len(arities):
             cap = int(np.prod(arities)) if arities else 1
@@ -158,6 +171,13 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
                              "give one more network distance for the level joining the top groups")
         level = [TreeNode("network", dists[len(arities)], level)]
     return Topology(merge_structureless_levels(level[0]))
+
+
+def _set_uplinks(children: list[TreeNode], bandwidths: list[float], level: int) -> None:
+    """The links of ``children`` into network level ``level`` (when one joins them)."""
+    if level < len(bandwidths) and len(children) > 1:
+        for child in children:
+            child.uplink = bandwidths[level]
 
 
 def parse_network(arities: str, distances: str = "") -> tuple[list[int], list[float]]:
@@ -257,7 +277,8 @@ def read_cluster_file(path) -> Topology:
         nodes bigmem[1-2] xml=bigmem.xml # nodes with their own XML
         nodes gpu[1-4] hierarchy=8:2 distances=1:10   # ... or their own hierarchy
         hostfile hosts.txt               # hosts and slots of an MPI hostfile
-        network 4:2 distances 100:400    # nodes per switch, switches per rack
+        network 4:2 distances 100:400    # nodes per switch, switches per rack ...
+        network 4:2 distances 100:400 bandwidths 100gbit:400gbit  # ... and their links
         switches topology.conf           # or: Slurm's switches (topology.conf/.yaml, xnames)
         level-distances core=2,package=20
 
@@ -272,6 +293,7 @@ def read_cluster_file(path) -> Topology:
     members: list[tuple[str, tuple | None, int]] = []
     slots: list[tuple[str, int | None]] | None = None
     network: tuple[list[int], list[float]] = ([], [])
+    bandwidths: list[float] = []
     switches = None
     level_distances = None
     started = False
@@ -303,9 +325,10 @@ def read_cluster_file(path) -> Topology:
             entries = _at(where, parse_hostfile, base / plain[0])
             members += [(h, node, lineno) for h, _ in entries]
             slots = (slots or []) + entries
-        elif key == "network" and len(plain) in (1, 3) and not opts and (
-                len(plain) == 1 or plain[1] == "distances"):
-            network = _at(where, parse_network, plain[0], plain[2] if len(plain) == 3 else "")
+        elif key == "network" and len(plain) in (1, 3, 5) and not opts and _pairs_of(plain[1:]) is not None:
+            words = _pairs_of(plain[1:])
+            network = _at(where, parse_network, plain[0], words.get("distances", ""))
+            bandwidths = _at(where, parse_bandwidths, words["bandwidths"]) if "bandwidths" in words else []
         elif key == "switches" and len(plain) == 1 and not opts:
             switches, switches_at = base / plain[0], where
         elif key == "level-distances" and len(plain) == 1 and not opts:
@@ -313,7 +336,7 @@ def read_cluster_file(path) -> Topology:
         else:
             raise ValueError(f"{where}: cannot read {raw.strip()!r} (lines: xml FILE, hierarchy S "
                              "[distances D], nodes NODELIST [xml=FILE | hierarchy=S distances=D], "
-                             "hostfile FILE, network A:B [distances D1:D2], switches TOPOLOGY.CONF, "
+                             "hostfile FILE, network A:B [distances D1:D2] [bandwidths B1:B2], switches TOPOLOGY.CONF, "
                              "level-distances KIND=D,...)")
     if not members:
         raise ValueError(f"{path}: cluster file lists no node ('nodes NODELIST' or 'hostfile FILE')")
@@ -337,10 +360,19 @@ def read_cluster_file(path) -> Topology:
                 cache[source] = hierarchy_topology(source[1], source[2], host_prefix=None)
         nodes.append((host, cache[source]))
     try:
-        topo = compose_cluster(nodes, *network, switches=switches)
+        topo = compose_cluster(nodes, *network, switches=switches, network_bandwidths=bandwidths)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return topo if slots is None else restrict_to_slots(topo, host_slot_pes(topo, slots))
+
+
+def _pairs_of(words: list[str]) -> dict | None:
+    """``["distances", D, "bandwidths", B]`` -> ``{"distances": D, ...}``;
+    None where the words are not such pairs."""
+    pairs = dict(zip(words[::2], words[1::2]))
+    if len(words) % 2 or len(pairs) != len(words) // 2 or set(pairs) - {"distances", "bandwidths"}:
+        return None
+    return pairs
 
 
 def _node_source(where: str, base: Path, opts: dict) -> tuple | None:

@@ -65,20 +65,11 @@ def hierarchy_topology(arities, distances, host_prefix: str | None = "node") -> 
     ``host_prefix=None`` nothing is named: the tree describes one node that
     a cluster names (``cluster.compose_cluster``)."""
     arities, distances = check_levels(list(arities), [float(d) for d in distances])
-    counter = [0]
-
-    def build(level: int) -> TreeNode:
-        if level < 0:
-            return TreeNode("pe")
-        return TreeNode(f"level{level + 1}", distances[level],
-                        [build(level - 1) for _ in range(arities[level])])
-
-    root = build(len(arities) - 1)
-    hosts = [] if host_prefix is None else root.children if len(arities) >= 2 else [root]
-    for node in hosts:
-        node.name = f"{host_prefix}{counter[0]}"
-        counter[0] += 1
-    return Topology(root)
+    kinds = [f"level{i}" for i in range(len(arities), 0, -1)] + ["pe"]
+    hosts = None
+    if host_prefix is not None:
+        hosts = [f"{host_prefix}{i}" for i in range(arities[-1] if len(arities) >= 2 else 1)]
+    return Topology.uniform(arities, distances, kinds, hosts)
 
 
 def topology_from_strings(hierarchy: str, distances: str | None = None) -> Topology:

@@ -127,8 +127,9 @@ def merge_structureless_levels(root: TreeNode) -> TreeNode:
 
     A node with one child is never the lowest common ancestor of two PEs, so
     PE distances do not change; the merged node keeps the smallest distance
-    of its parts, the first host name, any node links, and what the leaf
-    carries (OS index, link row, GPU, CPUs).  Returns the
+    of its parts, the first host name, any node links, what the leaf
+    carries (OS index, link row, GPU, CPUs) and the smallest link bandwidth
+    of the chain (its links all carry the same bytes).  Returns the
     new root (the old root itself may merge into its only child).
     """
     single: dict[str, bool] = defaultdict(lambda: True)
@@ -146,9 +147,10 @@ def merge_structureless_levels(root: TreeNode) -> TreeNode:
         inner = [n.distance for n in chain if n.children]
         name = next((n.name for n in chain if n.name is not None), None)
         links = next((n.links for n in chain if n.links is not None), None)
+        uplinks = [n.uplink for n in chain if n.uplink is not None]  # one load: the slowest decides
         return TreeNode(join_kinds(n.kind for n in chain), min(inner) if last.children else 0.0,
                         list(last.children), last.os_index, name, links if last.children else None,
-                        last.link_row, last.device, last.cpus)
+                        last.link_row, last.device, last.cpus, min(uplinks) if uplinks else None)
 
     new_root = collapse(root)
     stack = [new_root]

@@ -21,6 +21,7 @@ the constructions that need a tree (``tree_only``).
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,7 @@ class TreeNode:
     link_row: int | None = None       # leaf: its row in the links of the node above
     device: str | None = None         # leaf that is a GPU: "rocr:4", "cuda:0", "ze:1"
     cpus: tuple[int, ...] | None = None  # leaf: the OS CPUs a rank on it is bound to
+    uplink: float | None = None       # bytes/s of the link to the parent, each way (None: from distances)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,9 @@ class Topology:
     each PE: the nearest ancestor with a name, else "localhost"),
     ``pe_device`` (the GPU of a PE that is one, else None), ``pe_cpus`` (the
     CPUs a rank on the PE is bound to when the leaf names them, else None:
-    its PU ``pe_os_index``), ``node_links`` (node id -> ``NodeLinks``).
+    its PU ``pe_os_index``), ``node_links`` (node id -> ``NodeLinks``),
+    ``node_uplink`` (bytes/s of the link from a node to its parent where the
+    description gives it, else NaN; ``bandwidth.link_bandwidths``).
     """
 
     def __init__(self, root: TreeNode):
@@ -144,6 +148,7 @@ class Topology:
         os_index: list[int] = []
         leaves: list[int] = []
         child_lists: list[list[int]] = []
+        uplinks: list[float] = []
         extras = _LeafExtras()
         # iterative DFS preorder (trees of 10^5+ leaves would overflow recursion)
         stack: list[tuple[TreeNode, int, int]] = [(root, -1, 0)]
@@ -156,6 +161,7 @@ class Topology:
             kinds.append(node.kind)
             names.append(node.name)
             os_index.append(-1 if node.os_index is None else int(node.os_index))
+            uplinks.append(np.nan if node.uplink is None else float(node.uplink))
             child_lists.append([])
             if par >= 0:
                 child_lists[par].append(nid)
@@ -166,6 +172,7 @@ class Topology:
                 extras.links[nid] = node.links
             for child in reversed(node.children):
                 stack.append((child, nid, dep + 1))
+        counts = np.array([len(c) for c in child_lists], dtype=np.int64)
         self._init_arrays(
             np.asarray(parent, dtype=np.int64),
             np.asarray(distance, dtype=np.float64),
@@ -174,12 +181,74 @@ class Topology:
             names,
             np.asarray(os_index, dtype=np.int64),
             np.asarray(leaves, dtype=np.int64),
-            child_lists,
+            np.concatenate([[0], np.cumsum(counts)]),
+            np.fromiter((c for cl in child_lists for c in cl), dtype=np.int64, count=int(counts.sum())),
         )
         self._init_extras(extras)
+        self.node_uplink = np.asarray(uplinks, dtype=np.float64)
+        if np.any(self.node_uplink <= 0):
+            raise ValueError("link bandwidths must be > 0")
+
+    @classmethod
+    def uniform(cls, arities, distances, kinds, host_names=None) -> "Topology":
+        """The regular tree of a uniform hierarchy (``arities`` and
+        ``distances`` innermost first, ``kinds`` the level names, root
+        first, leaves last) built as arrays, no ``TreeNode`` per PE: 2^24
+        PEs in seconds.  ``host_names``: names of the root's children (or
+        of the root when it is the only level)."""
+        arities = [int(a) for a in arities][::-1]  # root first from here on
+        dists = [float(d) for d in distances][::-1]
+        levels = len(arities)
+        width = np.cumprod([1] + arities)  # nodes per depth
+        size = np.zeros(levels + 1, dtype=np.int64)  # nodes in a subtree rooted at each depth
+        size[levels] = 1
+        for d in range(levels - 1, -1, -1):
+            size[d] = 1 + arities[d] * size[d + 1]
+        n_nodes, n_pes = int(size[0]), int(width[-1])
+        parent = np.full(n_nodes, -1, dtype=np.int64)
+        depth = np.zeros(n_nodes, dtype=np.int64)
+        distance = np.zeros(n_nodes)
+        counts = np.zeros(n_nodes, dtype=np.int64)
+        ids = np.zeros(1, dtype=np.int64)  # preorder ids of the nodes at the current depth, in order
+        by_depth = [ids]
+        for d in range(levels):
+            distance[ids] = dists[d]
+            counts[ids] = arities[d]
+            kids = (ids[:, None] + 1 + np.arange(arities[d]) * size[d + 1]).ravel()
+            parent[kids] = np.repeat(ids, arities[d])
+            depth[kids] = d + 1
+            ids = kids
+            by_depth.append(ids)
+        child_ptr = np.concatenate([[0], np.cumsum(counts)])
+        child_idx = np.empty(int(counts.sum()), dtype=np.int64)
+        for d in range(levels):
+            child_idx[(child_ptr[by_depth[d]][:, None] + np.arange(arities[d])).ravel()] = by_depth[d + 1]
+        node_kind = np.empty(n_nodes, dtype=object)
+        for d, ids in enumerate(by_depth):
+            node_kind[ids] = kinds[d]
+        leaves = by_depth[-1]
+        names = np.full(n_nodes, None, dtype=object)
+        named = by_depth[1] if levels >= 2 else by_depth[0]
+        if host_names is not None:
+            names[named] = np.asarray(list(host_names), dtype=object)
+            pe_host = names[named][np.arange(n_pes) // (n_pes // named.size)]
+        else:
+            pe_host = np.full(n_pes, "localhost", dtype=object)
+        out = cls.__new__(cls)
+        out._init_arrays(parent, distance, depth, node_kind.tolist(), names.tolist(),
+                         np.full(n_nodes, -1, dtype=np.int64), leaves, child_ptr, child_idx, pe_host=pe_host)
+        # PEs per group and the distance within it, depth by depth from the root (``_uniform_distance``)
+        out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
+        extras = _LeafExtras()
+        extras.rows, extras.cpus = np.full(n_pes, -1, dtype=np.int64), [None] * n_pes
+        extras.devices = np.full(n_pes, None, dtype=object)
+        out._init_extras(extras)
+        out.node_uplink = np.full(n_nodes, np.nan)  # no bandwidths given: link_bandwidths derives them
+        return out
 
     # ------------------------------------------------------------------ build
-    def _init_arrays(self, parent, distance, depth, kinds, names, os_index, leaves, child_lists):
+    def _init_arrays(self, parent, distance, depth, kinds, names, os_index, leaves, child_ptr, child_idx,
+                     pe_host=None):
         self.parent = parent
         self.node_distance = distance
         self.node_depth = depth
@@ -190,10 +259,7 @@ class Topology:
         self.n_pes = len(leaves)
         if self.n_pes == 0:
             raise ValueError("a topology needs at least one PE")
-        counts = np.array([len(c) for c in child_lists], dtype=np.int64)
-        self.child_ptr = np.concatenate([[0], np.cumsum(counts)])
-        self.child_idx = np.fromiter((c for cl in child_lists for c in cl), dtype=np.int64,
-                                     count=int(counts.sum()))
+        self.child_ptr, self.child_idx = child_ptr, child_idx
         self.pe_os_index = os_index[leaves]
         # PE range below every node: leaves are numbered in preorder
         pe_of_leaf = np.full(self.n_nodes, -1, dtype=np.int64)
@@ -221,6 +287,10 @@ class Topology:
         self._paths = paths
         self._dist_ext = np.concatenate([distance, np.zeros(self.n_pes)])
         self._depth_ext = np.concatenate([depth, leaf_depth])
+        if pe_host is not None:
+            self.pe_host = pe_host
+            self._validate_distances()
+            return
         hosts = []
         host_cache: dict[int, str] = {}
         for leaf in leaves.tolist():
@@ -235,6 +305,10 @@ class Topology:
             hosts.append(host)
         self.pe_host = np.asarray(hosts, dtype=object)
         self._validate_distances()
+
+    _levels = None  # (PEs per group, distance) per depth where the tree is a uniform hierarchy (``uniform``)
+    _level_ids = None  # ... and the node ids of every depth in group order, once ``lca`` needs them
+    _kinds = None  # ``level_kinds``, once counted
 
     def _init_extras(self, extras: _LeafExtras) -> None:
         self.pe_device = np.asarray(extras.devices, dtype=object)
@@ -291,6 +365,17 @@ class Topology:
         be >= n_nodes when p == q at a short path: the PE's own pad id)."""
         p = np.asarray(p, dtype=np.int64)
         q = np.asarray(q, dtype=np.int64)
+        if self._levels is not None:  # a uniform hierarchy: group arithmetic (``_uniform_distance``)
+            sizes, _ = self._levels
+            if self._level_ids is None:
+                self._level_ids = [np.flatnonzero(self.node_depth == d) for d in range(len(sizes))] \
+                    + [self.leaf_of_pe]
+            out = np.full(np.broadcast_shapes(p.shape, q.shape), self._level_ids[0][0])
+            for size, ids in zip(list(sizes[1:]) + [1], self._level_ids[1:]):
+                group = p // size
+                same = group == q // size
+                out[same] = np.broadcast_to(ids[group], same.shape)[same]
+            return out
         paths = self._paths
         out = paths[0, p] if p.ndim else paths[0, int(p)]
         for d in range(1, self.max_depth + 1):
@@ -302,12 +387,26 @@ class Topology:
         """Distance between PEs, elementwise over arrays: O(depth) vector ops,
         no k x k matrix (inside a node with links, its small matrix).
         D(p, p) = 0."""
+        if self._levels is not None and self._blocks is None:  # a uniform hierarchy: arithmetic, no gathers
+            return self._uniform_distance(np.asarray(p, dtype=np.int64), np.asarray(q, dtype=np.int64))
         tree = self._dist_ext[self.lca(p, q)]
         if self._blocks is None:
             return tree
         p, q = np.broadcast_arrays(np.asarray(p, dtype=np.int64), np.asarray(q, dtype=np.int64))
         flat = np.broadcast_to(np.asarray(tree, dtype=np.float64), p.shape).reshape(-1)
         return self._blocks.adjust(flat, p.reshape(-1), q.reshape(-1)).reshape(p.shape)
+
+    def _uniform_distance(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """``distance`` on a uniform hierarchy: PEs p and q share their
+        depth-d group when p // s == q // s (s: PEs per group), so the
+        distance is the deepest shared group's, without the ancestor
+        paths (at 2^24 PEs a random gather from 0.5 GB per level)."""
+        sizes, dists = self._levels
+        out = np.full(np.broadcast_shapes(p.shape, q.shape), dists[0])
+        for size, dist in zip(sizes[1:], dists[1:]):
+            out[p // size == q // size] = dist
+        out[p == q] = 0.0
+        return out
 
     def with_pe_cpus(self, cpus) -> "Topology":
         """This machine with ``cpus[p]`` (OS CPUs, or None) as the CPUs a
@@ -359,13 +458,16 @@ class Topology:
         return out
 
     def level_kinds(self) -> list[str]:
-        """The most common node kind at each depth, from the root."""
-        out = []
-        for d in range(self.max_depth + 1):
-            nodes = np.flatnonzero(self.node_depth == d)
-            kinds = [self.node_kind[n] for n in nodes.tolist()]
-            out.append(max(set(kinds), key=kinds.count))
-        return out
+        """The most common node kind at each depth, from the root (counted
+        once: every report names the levels)."""
+        if self._kinds is None:
+            out = []
+            for d in range(self.max_depth + 1):
+                nodes = np.flatnonzero(self.node_depth == d)
+                kinds = Counter(self.node_kind[n] for n in nodes.tolist())
+                out.append(max(kinds, key=lambda k: (kinds[k], -list(kinds).index(k))))
+            self._kinds = out
+        return list(self._kinds)
 
     def uniform_hierarchy(self) -> tuple[list[int], list[float]] | None:
         """``(arities, distances)`` innermost first when this tree is a
@@ -387,10 +489,7 @@ class Topology:
 
     def hosts(self) -> list[str]:
         """Host names in PE order, without repeats."""
-        seen: dict[str, None] = {}
-        for h in self.pe_host:
-            seen.setdefault(h, None)
-        return list(seen)
+        return list(dict.fromkeys(self.pe_host.tolist()))
 
     def slot_in_host(self) -> np.ndarray:
         """Index of each PE among the PEs of its host (the logical core number

@@ -1,7 +1,8 @@
 """What the cluster benchmark programs share: the process grid, the program's
 own traffic (for the in-program reorder), and the timing report.
 
-Ranks are numbered row-major over the process grid (rank = task).
+Ranks are numbered row-major over the process grid (rank = task), or in the
+order a ``grid_numbering`` gives.
 """
 
 from __future__ import annotations
@@ -24,23 +25,33 @@ def parse_grid(text: str) -> tuple[int, ...]:
     return dims
 
 
-def neighbours(dims: tuple[int, ...], rank: int) -> list[tuple[int, int, int]]:
-    """(axis, direction, neighbour rank) of each face of ``rank`` (not periodic)."""
-    coords = list(np.unravel_index(rank, dims))
+def grid_numbering(dims: tuple[int, ...], seed: int | None = None) -> np.ndarray:
+    """``cell[rank]``: the row-major grid cell of each rank; ``seed``: a
+    random order (every rank draws the same)."""
+    n = int(np.prod(dims))
+    return np.arange(n) if seed is None else np.random.default_rng(seed).permutation(n)
+
+
+def neighbours(dims: tuple[int, ...], rank: int, cell=None) -> list[tuple[int, int, int]]:
+    """(axis, direction, neighbour rank) of each face of ``rank`` (not
+    periodic); ``cell``: the grid cell of each rank (default row-major)."""
+    cell = np.arange(int(np.prod(dims))) if cell is None else np.asarray(cell)
+    rank_of = np.argsort(cell)
+    coords = list(np.unravel_index(int(cell[rank]), dims))
     out = []
     for axis in range(len(dims)):
         for step in (-1, 1):
             c = list(coords)
             c[axis] += step
             if 0 <= c[axis] < dims[axis]:
-                out.append((axis, step, int(np.ravel_multi_index(c, dims))))
+                out.append((axis, step, int(rank_of[np.ravel_multi_index(c, dims)])))
     return out
 
 
-def face_row(dims: tuple[int, ...], rank: int, face_bytes, iterations: int):
+def face_row(dims: tuple[int, ...], rank: int, face_bytes, iterations: int, cell=None):
     """This rank's traffic over the run, ``(neighbour ranks, bytes)``:
     ``face_bytes[axis]`` is one message across a face normal to ``axis``."""
-    faces = neighbours(dims, rank)
+    faces = neighbours(dims, rank, cell)
     return ([peer for _, _, peer in faces],
             [float(face_bytes[axis]) * iterations for axis, _, _ in faces])
 

@@ -115,6 +115,7 @@ class _Setting:
     preset: str
     threads: int
     steiner: bool
+    grow_below: int
     tries: int
     fast_below: float
     deterministic: bool
@@ -127,7 +128,7 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      threads: int = 1, steiner: bool = False, tries: int = 1,
                      fast_below: float = 0.0, deterministic: bool = False,
                      slack_by_distance: bool = False, workers: int | None = None, levels: int | None = None,
-                     deadline: Deadline | None = None) -> np.ndarray:
+                     grow_below: int = 0, deadline: Deadline | None = None) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
     ``topology`` (see the module docstring).  With ``tries`` > 1 every
     sub-problem is partitioned several times (further seeds; with
@@ -151,7 +152,12 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     same for any number of workers.  ``levels``: only the top that many
     splitting levels are partitioned, the tasks of each subtree below are
     placed in the given order (``_place_in_order``): the expensive cuts at
-    a fraction of the calls, for a refinement to finish."""
+    a fraction of the calls, for a refinement to finish.  ``grow_below``
+    (one-to-one): sub-problems of at most that many tasks are split by
+    greedy growing instead of a partitioner (``growing.py``), all of a
+    level in one compiled call on ``threads`` threads: the thousands of
+    small sub-problems under the top cuts of a large instance, where a
+    partitioner's call costs more than its split."""
     if backend not in BACKENDS + ("both",):
         raise ValueError(f"unknown partitioning backend {backend!r}; choose from {', '.join(BACKENDS + ('both',))}")
     if steiner and backend == "both":
@@ -165,14 +171,15 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     splits = np.diff(topology.child_ptr) > 1  # nodes with one child split nothing
     setting = _Setting(topology, _height(topology), _distance_below(topology),
                        float(topology.node_distance[splits].max(initial=0.0)), one_to_one, eps, l_max,
-                       float(w.sum()), backend, preset, int(threads), bool(steiner), int(tries), float(fast_below),
+                       float(w.sum()), backend, preset, int(threads), bool(steiner), int(grow_below) if one_to_one else 0,
+                       int(tries), float(fast_below),
                        bool(deterministic), bool(slack_by_distance), int(seed))
     deadline = Deadline.of(deadline)
     pe_of_task = np.full(n, -1, dtype=np.int64)
     frontier = [(topology.root, np.arange(n, dtype=np.int64))]
     workers = workers_option(workers)
-    parallel = (workers > 1 and n >= PARALLEL_MIN_TASKS and levels is None
-                and deadline.remaining() > POOL_PAYS_BACK_SECONDS)
+    parallel = (workers > 1 and n >= PARALLEL_MIN_TASKS and levels is None and backend != "kaminpar"
+                and deadline.remaining() > POOL_PAYS_BACK_SECONDS)  # KaMinPar and growing run on threads
     split = 0
     while frontier and not deadline.expired() and (not parallel or len(frontier) < SUBTREES_PER_WORKER * workers) \
             and (levels is None or split < levels):
@@ -250,7 +257,7 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
     level's (node, tasks); after the ``deadline`` the sub-problems not yet
     split are returned as they are."""
     s, topology = setting, setting.topology
-    below_next = []
+    below_next, grown = [], []
     for node, tasks in frontier:
         if deadline.expired():
             below_next.append((node, tasks))
@@ -271,7 +278,10 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
             continue
         sub_seed = s.seed + node
         pes = topology.leaf_stop[children] - topology.leaf_start[children]
-        adj = sym[tasks][:, tasks]
+        if tasks.size <= s.grow_below:  # grown below, with the level's other small ones
+            grown.append((node, children, tasks, _task_counts(tasks.size, pes)))
+            continue
+        adj = sym if tasks.size == sym.shape[0] else sym[tasks][:, tasks]  # the whole graph: no copy
         ws = w[tasks]
         lo, hi = topology.leaf_range(node)
         if s.steiner and s.height[node] > 1 and hi - lo <= 64 \
@@ -286,12 +296,23 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
                                  threads=s.threads)
             pe_of_task[tasks] = lo + repair_balance(adj, ws, part, caps)
             continue
-        block = _split(s, node, adj, ws, pes, sub_seed, deadline)
-        order = np.argsort(block, kind="stable")
-        bounds = np.searchsorted(block[order], np.arange(children.size + 1))
-        for i, child in enumerate(children.tolist()):
-            below_next.append((child, tasks[order[bounds[i]:bounds[i + 1]]]))
+        _append_children(below_next, children, tasks, _split(s, node, adj, ws, pes, sub_seed, deadline))
+    if grown:
+        from .growing import grow_split  # numba: loaded only where a level grows (the quick start never does)
+
+        blocks = grow_split(sym, [t for _, _, t, _ in grown], [c for _, _, _, c in grown], s.threads)
+        for (_, children, tasks, _), block in zip(grown, blocks):
+            _append_children(below_next, children, tasks, block)
     return below_next
+
+
+def _append_children(below_next: list, children: np.ndarray, tasks: np.ndarray, block: np.ndarray) -> None:
+    """(child, its tasks) of a split sub-problem (``block``: the child index
+    of every task), in the children's order."""
+    order = np.argsort(block, kind="stable")
+    bounds = np.searchsorted(block[order], np.arange(children.size + 1))
+    for i, child in enumerate(children.tolist()):
+        below_next.append((child, tasks[order[bounds[i]:bounds[i + 1]]]))
 
 
 def _split(s: _Setting, node: int, adj, ws: np.ndarray, pes: np.ndarray, sub_seed: int,
@@ -332,7 +353,7 @@ def _split(s: _Setting, node: int, adj, ws: np.ndarray, pes: np.ndarray, sub_see
                                    seed=seed, threads=s.threads, deterministic=s.deterministic)
 
         raw = _grouped_partition(call, adj, ws, targets[live], capacity[live], sub_seed + t, deadline,
-                                 (backend, preset))
+                                 (backend, preset, s.threads))
         cand = repair_balance(adj, ws, np.flatnonzero(live)[raw], capacity)
         cut = _cut(adj, cand)
         if cut < best_cut:
@@ -357,7 +378,7 @@ def _grouped_partition(call, adj, ws: np.ndarray, targets: np.ndarray, capacity:
     does not allow, and every call after it, gives the in-order split
     instead (``_in_order_blocks``), so no partitioning call runs past it."""
     n, c = adj.shape[0], targets.size
-    if c <= FANOUT_MAX:
+    if c <= FANOUT_MAX or kind[0] == "kaminpar":  # KaMinPar's large-k presets take any count at once
         if deadline.expired() or not deadline.allows(partition_seconds(n, adj.nnz, c, *kind)
                                                      + first_call_seconds(kind[0])):
             return _in_order_blocks(ws, targets)
@@ -423,18 +444,19 @@ def _worker_pool(workers: int, setting: _Setting):
     return fork_server_pool(workers, __name__, initializer=_adopt_setting, initargs=(setting,))
 
 
-@register("multisection", "top-down hierarchical multisection with KaHIP or Mt-KaHyPar "
-                          "(options: backend=kahip|mtkahypar|both, preset=fast|eco|strong, threads, "
+@register("multisection", "top-down hierarchical multisection with KaHIP, Mt-KaHyPar or KaMinPar "
+                          "(options: backend=kahip|mtkahypar|kaminpar|both, preset=fast|eco|strong, threads, "
                           "steiner=true: Mt-KaHyPar's own mapping on subtrees of <= 64 PEs, "
                           "tries=N: best cut of N partitions at the top level, fewer below, "
                           "fast_below=F: fast preset where a cut costs < F x the top level's, "
                           "slack=lemma|distance: imbalance per level as SharedMap or by distance, "
                           "deterministic=true: Mt-KaHyPar's repeatable presets, "
                           "workers=N: sub-problems of a level in N processes, same result (default: the cores), "
-                          "levels=N: only the top N levels partitioned, the given order below)")
+                          "levels=N: only the top N levels partitioned, the given order below, "
+                          "grow_below=N: sub-problems of at most N tasks split by greedy growing)")
 def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
                  steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, workers=None,
-                 levels=None, deadline=None, **_):
+                 levels=None, grow_below=0, deadline=None, **_):
     if str(slack) not in ("lemma", "distance"):
         raise ValueError(f"option slack={slack!r}: expected lemma or distance")
     return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
@@ -443,5 +465,5 @@ def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="
                             slack_by_distance=str(slack) == "distance",
                             deterministic=str(deterministic).strip().lower() in ("1", "true", "yes", "on"),
                             workers=None if workers is None else int(workers), levels=None if levels is None else int(levels),
-                            deadline=deadline)
+                            grow_below=int(grow_below), deadline=deadline)
 

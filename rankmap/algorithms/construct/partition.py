@@ -1,5 +1,6 @@
-"""Graph partitioning backends from the field (KaHIP kaffpa, Mt-KaHyPar) and
-a balance repair that turns any partition into one meeting hard capacities.
+"""Graph partitioning backends from the field (KaHIP kaffpa, Mt-KaHyPar,
+KaMinPar) and a balance repair that turns any partition into one meeting
+hard capacities.
 
 ``partition_graph`` asks a backend for ``len(targets)`` blocks whose weights
 are proportional to ``targets`` within an imbalance ``eps``.  Backends do not
@@ -12,7 +13,15 @@ Presets follow SharedMap: ``fast``/``eco``/``strong`` are KaHIP
 FAST/ECO/STRONG and Mt-KaHyPar DEFAULT/QUALITY/HIGHEST_QUALITY.  Measured on
 delaunay_n15 (64 blocks): two kaffpa calls in two Python threads take twice
 as long as one, so kaffpa holds the GIL; Mt-KaHyPar parallelises inside one
-call (``threads``).
+call (``threads``).  KaMinPar (deep multilevel, threads inside one call)
+is the one for the large cuts: a 2^17-task stencil into 2048 blocks of
+exactly 64 in 1.1 s CPU (cut 79342) where KaHIP fast took 3.1 s (79770)
+and Mt-KaHyPar 15 s (78240), 2^20 into 16384 blocks in 12 s on one core
+(``docs/results/scale.md``); its presets are KaMinPar's fast/default/strong,
+their large-k variants beyond LARGE_K blocks.  Its Python binding reads
+graphs from files only, so each call writes a ParHIP binary file (memory
+backed where /dev/shm exists).  With more than one thread its label
+propagation makes the partition differ from run to run; one thread repeats.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from functools import lru_cache
 import numpy as np
 import scipy.sparse as sp
 
-BACKENDS = ("kahip", "mtkahypar")
+BACKENDS = ("kahip", "mtkahypar", "kaminpar")
 PRESETS = ("fast", "eco", "strong")
 _INT_LIMIT = 2 ** 30  # keep every weight sum inside a C int
 
@@ -63,6 +72,8 @@ def partition_graph(adj: sp.csr_array, weights: np.ndarray, targets, eps: float,
         return _spread(weights, targets)
     if backend == "kahip":
         return _kahip(adj, weights, targets, eps, preset, seed)
+    if backend == "kaminpar":
+        return _kaminpar(adj, weights, targets, eps, preset, seed, threads)
     return _mtkahypar(adj, weights, targets, eps, preset, seed, threads, deterministic)
 
 
@@ -79,6 +90,15 @@ _PARTITION_SCALE, _SIZE_POWER, _PARTS_POWER = 3.5e-5, 0.57, 0.62
 _PARTITION_RATE = 1e-6
 _PRESET_FACTOR = {("kahip", "fast"): 1.0, ("kahip", "eco"): 2.9, ("kahip", "strong"): 8.3,
                   ("mtkahypar", "fast"): 7.6, ("mtkahypar", "eco"): 7.6, ("mtkahypar", "strong"): 7.6}
+# KaMinPar, one thread: CPU seconds per vertex and per adjacency entry (fast: a 2-D stencil of 2^17
+# tasks into blocks of 64 1.1 s, 2^20 11.8 s; AMG-like graphs of 512 and 1000 tasks with 188 and 221
+# partners each 0.04 and 0.07 s; default 1.9x, strong 25x fast at 2^17, 4.3x on the 1000 AMG tasks) and
+# per call (writing and
+# loading the file, its contexts: 12 ms on a 256-task graph); threads divide the rate by
+# KAMINPAR_SPEEDUP per thread
+_KAMINPAR_RATE = {"fast": (8e-6, 3e-7), "eco": (1.5e-5, 5.7e-7), "strong": (2e-4, 1.2e-6)}
+_KAMINPAR_CALL = 0.01
+KAMINPAR_SPEEDUP = 0.6  # of each further thread (KaMinPar's own figures: 2^20 on 16 threads 6-7x one)
 
 
 # one map_onto_graph call (mtkahypar_map) on a subtree of <= 64 PEs: a fixed part
@@ -94,13 +114,41 @@ def steiner_seconds(nnz: int, calls: int = 1) -> float:
     return calls * _STEINER_CALL + nnz * _STEINER_ENTRY
 
 
-def partition_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: str = "fast") -> float:
+# on dense graphs (DENSE_DEGREE partners per task and more) KaHIP and Mt-KaHyPar take longer per
+# adjacency entry as the degree grows: (degree / 8) to these powers (CPU seconds over the sparse
+# price, AMG-like and geometric graphs of 512-1000 tasks and 190-240 partners into nodes of 48: KaHIP
+# fast 4.4-5x, eco 11.7x, strong 14x, Mt-KaHyPar 1.7x); KaMinPar's rate holds (0.04-0.07 s)
+_DENSITY_POWER = {("kahip", "fast"): 0.45, ("kahip", "eco"): 0.75, ("kahip", "strong"): 0.8,
+                  ("mtkahypar", "fast"): 0.16, ("mtkahypar", "eco"): 0.16, ("mtkahypar", "strong"): 0.16}
+DENSE_DEGREE = 64       # a graph with at least this many partners per vertex on average ...
+DENSE_MIN_TASKS = 512   # ... and at least this many vertices is dense (``dense``)
+
+
+def dense(n: int, nnz: int) -> bool:
+    """Hundreds of partners per task (AMG's coarse levels, all-to-all
+    phases): where the partitioners' prices grow with the degree and a
+    refinement pass over the edges costs a degree per pair."""
+    return n >= DENSE_MIN_TASKS and nnz >= DENSE_DEGREE * n
+
+
+def density_factor(backend: str, preset: str, n: int, nnz: int) -> float:
+    """How much longer than its sparse price a partitioning call of a
+    dense graph takes (1 on others)."""
+    return (nnz / n / 8) ** _DENSITY_POWER.get((backend, preset), 0.0) if dense(n, nnz) else 1.0
+
+
+def partition_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: str = "fast",
+                      threads: int = 1) -> float:
     """Estimated seconds of ``partition_graph`` on ``n`` vertices with
     ``nnz`` adjacency entries into ``parts`` blocks: what a deadline
     weighs before a call it cannot interrupt."""
     if parts <= 1 or nnz == 0 or n <= parts:
         return 0.0
-    factor = _PRESET_FACTOR.get((backend, preset), 8.3)
+    if backend == "kaminpar":
+        speedup = 1 + KAMINPAR_SPEEDUP * (max(int(threads), 1) - 1)
+        per_vertex, per_entry = _KAMINPAR_RATE.get(preset, _KAMINPAR_RATE["strong"])
+        return _KAMINPAR_CALL + (per_vertex * n + per_entry * nnz) / speedup
+    factor = _PRESET_FACTOR.get((backend, preset), 8.3) * density_factor(backend, preset, n, nnz)
     size = n + nnz
     return factor * max(_PARTITION_SCALE * size ** _SIZE_POWER * parts ** _PARTS_POWER,
                         _PARTITION_RATE * size * (1 + parts / 64) ** 0.85)
@@ -142,6 +190,70 @@ def _kahip(adj, weights, targets, eps, preset, seed):
                            int(seed) % (2 ** 31), mode)
     block_of_part = np.repeat(np.arange(targets.size), parts)
     return block_of_part[np.asarray(part, dtype=np.int64)]
+
+
+LARGE_K = 64  # KaMinPar's large-k presets beyond this many blocks
+_KAMINPAR_CONTEXT = {"fast": ("fast", "largek-fast"), "eco": ("default", "largek"),
+                     "strong": ("strong", "largek-strong")}
+
+
+def _kaminpar(adj, weights, targets, eps, preset, seed, threads):
+    """KaMinPar's partition under the block weight caps of ``targets``
+    (never below a block's exact share rounded up, as for Mt-KaHyPar)."""
+    import kaminpar
+
+    vw = integer_weights(weights)
+    share = int(vw.sum()) * targets / targets.sum()
+    caps = np.maximum(np.floor((1 + max(eps, 0.0)) * share + 1e-9), np.ceil(share - 1e-9)).astype(np.int64)
+    name = _KAMINPAR_CONTEXT[preset][targets.size > LARGE_K]
+    with _parhip_file(adj, vw) as path:
+        graph = kaminpar.load_graph(path, kaminpar.GraphFileFormat.PARHIP)
+    kaminpar.reseed(int(seed) % (2 ** 31))
+    solver = kaminpar.KaMinPar(max(int(threads), 1), kaminpar.context_by_name(name))
+    return np.asarray(solver.compute_partition(graph, np.maximum(caps, 1).tolist()), dtype=np.int64)
+
+
+class _parhip_file:
+    """A temporary ParHIP binary graph file (KaMinPar's reader: a header of
+    three 64-bit words, version flags, n, m; byte offsets of the rows; the
+    neighbours; vertex and edge weights, each left out when all are 1),
+    removed on exit.  Widths follow the binding's build (64-bit ids and
+    weights, or 32-bit)."""
+
+    def __init__(self, adj, vw: np.ndarray):
+        self.adj, self.vw = adj, vw
+        self.path = None
+
+    def __enter__(self) -> str:
+        import os
+        import tempfile
+
+        import kaminpar
+
+        wide = bool(kaminpar.__64bit__)
+        word, weight = (np.uint64, np.int64) if wide else (np.uint32, np.int32)
+        size = np.dtype(word).itemsize
+        ew = integer_weights(self.adj.data)
+        unit_edges, unit_vertices = bool((ew == 1).all()), bool((self.vw == 1).all())
+        version = (int(unit_edges) | 2 * int(unit_vertices)) + (0 if wide else 4 | 8 | 16 | 32)
+        n, m = self.adj.shape[0], self.adj.nnz
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        fd, self.path = tempfile.mkstemp(prefix="rankmap-", suffix=".parhip", dir=shm)
+        with os.fdopen(fd, "wb") as fh:
+            np.array([version, n, m], dtype=np.uint64).tofile(fh)
+            head = 24 + (n + 1) * size
+            (head + np.asarray(self.adj.indptr, dtype=np.uint64) * np.uint64(size)).astype(word).tofile(fh)
+            np.asarray(self.adj.indices).astype(word).tofile(fh)
+            if not unit_vertices:
+                self.vw.astype(weight).tofile(fh)
+            if not unit_edges:
+                ew.astype(weight).tofile(fh)
+        return self.path
+
+    def __exit__(self, *exc):
+        import os
+
+        os.unlink(self.path)
 
 
 @lru_cache(maxsize=None)

@@ -152,6 +152,22 @@ def bottom_up(sym: sp.csr_array, arities: list[int], *, grouping: str = "auto",
     return seq
 
 
+def exhaustive_candidates(n: int, arities: list[int], max_candidates: int = MAX_CANDIDATES) -> int:
+    """How many candidate groups the exhaustive groupings of ``bottom_up``
+    list for ``n`` processes on ``arities`` (the levels below
+    ``max_candidates``): what their search costs grows with it (128 tasks on
+    4:16:2 list 35,960 at one level and took 2.4 s, where the fast levels
+    of 1024 tasks took 0.1 s)."""
+    total, p = 0, n
+    for a in arities:
+        for f in _level_parts(p, a, "auto", "auto", max_candidates):
+            p = math.ceil(p / f) * f
+            if n_candidates(p, f) <= max_candidates:
+                total += n_candidates(p, f)
+            p //= f
+    return total
+
+
 def _level_parts(p: int, a: int, grouping: str, split_arity: str, max_candidates: int) -> list[int]:
     """Arity ``a`` as one level or as its prime factors (innermost first).
     ``auto`` splits only when the whole arity is too large for exhaustive

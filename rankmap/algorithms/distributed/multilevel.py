@@ -175,7 +175,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
     group_of = np.zeros(len(ids), dtype=np.int64)
     if depth is None:  # the tasks themselves: one task per PE
         group_of = map_tasks(graph, machine, method="auto", seed=seed, deadline=deadline,
-                             work_limit=time_limit).pe_of_task
+                             work_limit=time_limit, objective="sum").pe_of_task  # the coarse graph's J
     elif machine.n_pes > 1:
         # many clusters per group, balanced by task count: a group of s PEs
         # may take up to s (1 + slack) tasks (the moves after the projection
@@ -186,7 +186,7 @@ def map_coarse(records: np.ndarray, topology: Topology, depth: int, n_owners: in
             eps = max(float(np.max(stop - start)) * (1 + slack) / base - 1.0, 0.0)
             try:
                 group_of = map_tasks(graph, machine, method="auto", seed=seed, eps=eps, deadline=deadline,
-                                     work_limit=time_limit).pe_of_task
+                                     work_limit=time_limit, objective="sum").pe_of_task
                 break
             except ValueError:
                 if slack == SLACKS[-1]:

@@ -258,7 +258,8 @@ def _remap_set(job) -> tuple[np.ndarray, float]:
     src, dst, w, n, anc, dist, seed, work_limit = job
     graph = CommGraph.from_edges(src, dst, w, n=n)
     machine = labels_machine(anc, dist)
-    pe = map_tasks(graph, machine, method="auto", seed=seed, work_limit=work_limit, workers=1).pe_of_task
+    pe = map_tasks(graph, machine, method="auto", seed=seed, work_limit=work_limit, workers=1,
+                   objective="sum").pe_of_task  # a step of a J descent
     before, after = mapping_cost(graph, machine, np.arange(n)), mapping_cost(graph, machine, pe)
     return (pe, before - after) if after < before else (np.arange(n), 0.0)
 

@@ -29,6 +29,14 @@ into their groups of cores (``exact_groups``).  With fewer tasks than PEs the
 result finally alternates moves into free PEs with swaps (a swap never
 uses a free PE).
 
+Three instances take other starts (``candidates``): beyond LARGE_TASKS
+tasks the parallel multisection goes first (``large_start``: KaMinPar's top
+cuts on threads, the small sub-problems grown); a dense graph
+(``refine.swaps.dense_graph``) starts with KaMinPar's and Mt-KaHyPar's
+multisections, no KaHIP and no V-cycles (``_dense_candidates``); and under
+a limit of SMALL_LIMIT seconds or less the quick constructions that fit
+(``quick_starts``: KaMinPar's multisection, TreeMatch) go first.
+
 Without a ``time_limit`` the budget is DEFAULT_EFFORT times the work of
 one KaHIP eco multisection plus a refinement (VieM's default run; beyond
 N2_MAX_TASKS tasks plus the V-cycles), at most DEFAULT_TIME_LIMIT seconds
@@ -69,12 +77,14 @@ import time
 
 import numpy as np
 
+from ...cores import workers_option
 from ...cost import mapping_cost
 from ...deadline import Deadline, slowness
 from ...topology import Topology
 from ..refine.budgeted import (N2_MAX_TASKS, REFINE_PASSES, memory_factor, refine_cost, refine_start,
                                scan_seconds)
 from ..refine.cycles import cycle_refine
+from ..refine.swaps import dense_graph
 from ..refine.exact_groups import MAX_PIECES, exact_group_refine
 from ..refine.moves import move_refine
 from ..refine.rebisect import rebisect_pairs, top_subtree_size
@@ -90,7 +100,14 @@ _PER_PARTITION_CALL = {("kahip", "fast"): 1.7e-4, ("kahip", "eco"): 3.1e-4, ("ka
                        ("mtkahypar", "fast"): 5.9e-4}  # Mt-KaHyPar 1 thread, deterministic presets ...
 _PER_EDGE_LEVEL = {("kahip", "fast"): 1.75e-6, ("kahip", "eco"): 5e-6, ("kahip", "strong"): 1.45e-5,
                    ("mtkahypar", "fast"): 1.33e-5}  # ... which cost the same for every preset
-_TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge
+_TREEMATCH = (0.05, 3e-4, 2.5e-7)  # TreeMatch with its final refinement: fixed, per task, per edge ...
+_TREEMATCH_CANDIDATE = 4e-5  # ... plus this per candidate group its exhaustive levels list (CPU: 0.15 and 0.54 s
+                             # for 2514 and 10795 candidates at 64 and 128 tasks on 4:16:k, 0.05-0.1 s priced)
+_TREEMATCH_DENSE = 1.6  # ... on dense graphs times (degree / 8) to this power (its grouping and final
+                        # refinement go with the degree: 3.0, 7.2, 11.8 s CPU on AMG-like and geometric
+                        # graphs of 512-1000 tasks with 188-238 partners, priced 3.7, 7.0, 11.2 s)
+_DENSE_BELOW_TOP = 1.2  # a dense graph's multisection: its top split's price times this (Mt-KaHyPar on an
+                        # AMG-like graph of 1000 tasks into 21 nodes of 48: 3.7 s CPU in all, 3.6 s the top)
 _PER_KICK = 1.2e-4         # one kick's fixed cost (kick, J, pair lists) ...
 _PER_KICK_EDGE = 1e-8      # ... plus this per edge
 _PER_CYCLE_TASK = 4e-5     # one round of cyclic exchanges (refine/cycles.py), per task (0.2 s cpu for
@@ -129,6 +146,10 @@ _REBISECT_SCALE = {"fast": 2.0, "eco": 2.0, "strong": 5.0}  # one pair took this
                        # 3 runs; uncapped 7 x on add20/2048)
 START_PATIENCE = 2    # ... later ones stop after this many in a row that return the best J again ...
 IDLE_STARTS = 4       # ... or this many in a row without a gain
+SMALL_LIMIT = 2.0      # a time or work limit up to this many seconds starts with the quick constructions
+LARGE_TASKS = 1 << 15  # beyond this many tasks the parallel multisection (KaMinPar, growing) starts first
+GROW_BELOW = 512      # ... its sub-problems of at most this many tasks grown, not partitioned
+_PER_GROWN_TASK = 2e-7  # growing: seconds per task (0.11 s for the 2^17 tasks of a stencil in 2048 nodes)
 
 
 def budget_of(graph, topology, time_limit: float | None) -> float:
@@ -143,18 +164,26 @@ def budget_of(graph, topology, time_limit: float | None) -> float:
     kicks rarely lower J (the module docstring)."""
     if time_limit is not None:
         return budget_seconds(time_limit)
-    work = _multisection_cost(graph, topology, "kahip", "eco") + refine_cost(graph, topology, True)
+    # VieM's work: its refinement has no connection cache (on dense graphs a scan costs O(m) there)
+    work = _multisection_cost(graph, topology, "kahip", "eco") + refine_cost(graph, topology, True, cached=False)
     if graph.n > N2_MAX_TASKS:  # a start's refinement costs about a multisection: pay for the V-cycles too
         work += _multilevel_cost(graph, topology)
     return min(budget_seconds(None), DEFAULT_EFFORT * work + _mtkahypar_top_cost(graph, topology))
 
 
 def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
+    from ..construct.partition import partition_seconds
+
+    nnz = graph.symmetric.nnz
+    if backend == "kaminpar":  # the top cut: the levels below are grown (``large_start``)
+        return partition_seconds(graph.n, nnz, _top_parts(topology), backend, preset) + graph.n * _PER_GROWN_TASK
+    key = (backend, "fast" if backend == "mtkahypar" else preset)
+    if dense_graph(graph):  # most edges are cut at the top: the levels below see few of them
+        return _DENSE_BELOW_TOP * partition_seconds(graph.n, nnz, _top_parts(topology), *key)
     internal = int(np.count_nonzero(topology.child_ptr[1:] > topology.child_ptr[:-1]))
     calls = min(internal, graph.n)
     levels = max(int(topology.max_depth), 1)
-    key = (backend, "fast" if backend == "mtkahypar" else preset)
-    return calls * _PER_PARTITION_CALL[key] + (graph.n + graph.symmetric.nnz) * levels * _PER_EDGE_LEVEL[key]
+    return calls * _PER_PARTITION_CALL[key] + (graph.n + nnz) * levels * _PER_EDGE_LEVEL[key]
 
 
 def _rebisect_pair_cost(graph, topology, preset: str = "strong") -> float | None:
@@ -176,9 +205,12 @@ def _bisection_cost(graph, topology, preset: str) -> float | None:
     size = top_subtree_size(topology)
     if size is None or graph.n > topology.n_pes:
         return None
+    from ..construct.partition import density_factor
+
     key = ("kahip", preset)
     edges = 2 * graph.symmetric.nnz * size / topology.n_pes
-    return _PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]
+    return (_PER_PARTITION_CALL[key] + (2 * size + edges) * _PER_EDGE_LEVEL[key]) \
+        * density_factor(*key, graph.n, graph.symmetric.nnz)
 
 
 def _rebisect_scans(graph, topology, preset: str) -> int:
@@ -206,14 +238,56 @@ def _steiner_cost(graph, topology) -> float:
     return steiner_seconds(graph.symmetric.nnz, calls=max(topology.n_pes // 64, 1))
 
 
-def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> list[tuple[str, dict, float]]:
+def large_start(graph, topology, seed: int = 0, threads: int = 1) -> tuple[str, dict, float]:
+    """auto's first start beyond LARGE_TASKS tasks, with its estimated
+    seconds: the parallel multisection, KaMinPar fast on ``threads``
+    threads for the large sub-problems (the top cuts), greedy growing for
+    those of at most GROW_BELOW tasks (``construct/growing.py``), every
+    level's at once.  On a 2^17-task stencil onto 4:16:2048 it took 1.5 s
+    (one thread) where KaHIP fast's multisection took 23 s (two
+    processes), at J 1.006 x its J (``docs/results/scale.md``)."""
+    from ..construct.partition import partition_seconds
+
+    cost, tasks, levels = 0.0, graph.n, _splitting_levels(topology)
+    for parts in levels:
+        if tasks <= GROW_BELOW:
+            cost += graph.n * _PER_GROWN_TASK
+            break
+        calls = -(-graph.n // tasks)  # the level's sub-problems, each a share of the graph
+        cost += calls * partition_seconds(tasks, -(-graph.symmetric.nnz // calls), parts, "kaminpar", "fast",
+                                          threads)
+        tasks = -(-tasks // parts)
+    opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": threads, "grow_below": GROW_BELOW}
+    return ("multisection", opts, cost)
+
+
+def _splitting_levels(topology) -> list[int]:
+    """Children per splitting node, top down, along the first path (a
+    uniform tree's arities, leaves last)."""
+    out, node = [], topology.root
+    while True:
+        children = topology.children(node)
+        if children.size == 0:
+            return out
+        if children.size > 1:
+            out.append(int(children.size))
+        node = int(children[0])
+
+
+def candidates(graph, topology, seed: int = 0, budget: float | None = None,
+               threads: int = 1) -> list[tuple[str, dict, float]]:
     """Every start auto may make, in order, with its estimated seconds
     (without the refinement that follows it).  The first is KaHIP fast,
     or beyond N2_MAX_TASKS tasks KaHIP eco when ``budget`` pays for it,
-    the given order and the V-cycles on the better (``_eco_first``)."""
+    the given order and the V-cycles on the better (``_eco_first``);
+    beyond LARGE_TASKS the parallel multisection (``large_start``) goes
+    before all of them; dense graphs have starts of their own
+    (``_dense_candidates``)."""
     def ms(backend, preset, run_seed, steiner=False):
         cost = _multisection_cost(graph, topology, backend, preset)
         opts = {"preset": preset, "backend": backend, "seed": run_seed}
+        if backend == "kaminpar":  # one thread: repeatable
+            opts.update(threads=1, grow_below=GROW_BELOW)
         if backend == "mtkahypar":
             # its other presets differ from call to call even with one
             # thread and the same seed (auto on add32/512 gave J 52922,
@@ -227,7 +301,9 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> l
             cost += _steiner_cost(graph, topology)
         return ("multisection", opts, cost)
 
-    treematch_cost = _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2]
+    treematch_cost = _treematch_cost(graph, topology)
+    if dense_graph(graph):
+        return [r for r in _dense_candidates(ms, seed, treematch_cost) if r[0] in METHODS]
     multilevel_cost = _multilevel_cost(graph, topology)
     eco = ms("kahip", "eco", seed)
     eco_first = _eco_first(graph, topology, budget)
@@ -246,7 +322,42 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None) -> l
     # last: on 16 graph models and 5 traffic matrices of the quality set it was never the best start (refined:
     # 1.004-1.005 x the best); GreedyAllC is not a start at all (refined: 1.05-2.06 x the best)
     runs.append(("treematch", {"seed": seed}, treematch_cost))
+    if graph.n > LARGE_TASKS and graph.n <= topology.n_pes:  # the KaHIP top split alone: no start here
+        runs = [large_start(graph, topology, seed, threads)] + runs[:1] + runs[2:]
     return [r for r in runs if r[0] in METHODS]
+
+
+def _dense_candidates(ms, seed: int, treematch_cost: float) -> list[tuple[str, dict, float]]:
+    """The starts on a dense graph (``refine.swaps.dense_graph``), whose
+    refinement scans with the connection cache.  There KaHIP is slow and
+    cuts worse than KaMinPar and Mt-KaHyPar (an AMG-like graph of 1000
+    tasks with 221 partners into 21 nodes: KaHIP fast 1.24 s CPU, cut
+    2.23e9; eco 11.7x fast's time; KaMinPar 0.07 s, 1.99e9; Mt-KaHyPar 3.6
+    s, 1.93e9), and Mt-KaHyPar's multisection is the start that pays:
+    refined J 207.3e9 against 216.1-216.7e9 from KaMinPar's (fast, eco,
+    strong alike).  So KaMinPar fast first (a start within any budget), the
+    given order, Mt-KaHyPar, then further seeds of both; the multilevel
+    V-cycles are no start here (their FM scans every edge per move: 8
+    cycles doubled auto's time and left J 0.2 % higher than the same
+    budget's kicks), the node-pair re-bisection (KaHIP) neither."""
+    runs = [ms("kaminpar", "fast", seed), ("identity", {"seed": seed}, 0.0), ms("mtkahypar", "fast", seed),
+            ms("kaminpar", "eco", seed)]
+    for i in range(1, 5):
+        runs += [ms("mtkahypar", "fast", seed + i), ms("kaminpar", "fast", seed + i)]
+    runs.append(("treematch", {"seed": seed}, treematch_cost))
+    return runs
+
+
+def _treematch_cost(graph, topology) -> float:
+    """Estimated seconds of TreeMatch with its final refinement, its
+    exhaustive groupings included (``treematch.exhaustive_candidates``)."""
+    from ..construct.treematch import exhaustive_candidates
+
+    degree = graph.symmetric.nnz / max(graph.n, 1)
+    dense = (degree / 8) ** _TREEMATCH_DENSE if dense_graph(graph) else 1.0
+    arities = [level[0] for level in topology.level_arities()[::-1] if level]  # innermost first
+    return _TREEMATCH[0] + graph.n * _TREEMATCH[1] + graph.symmetric.nnz * _TREEMATCH[2] * dense \
+        + _TREEMATCH_CANDIDATE * exhaustive_candidates(graph.n, arities)
 
 
 def _multilevel_cost(graph, topology) -> float:
@@ -325,7 +436,8 @@ def top_split(graph, topology, seed: int = 0) -> tuple[str, dict, float]:
     return ("multisection", {"preset": "fast", "backend": "kahip", "seed": seed, "levels": 1}, cost)
 
 
-def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list[tuple[str, dict, float]], float]:
+def plan(graph, topology, time_limit: float | None, seed: int = 0,
+         threads: int = 1) -> tuple[list[tuple[str, dict, float]], float]:
     """The starts auto may make for this instance and budget, in order,
     each with its estimated seconds, and their estimated total with the
     refinements: the estimates alone decide, before any run.  auto runs
@@ -334,7 +446,10 @@ def plan(graph, topology, time_limit: float | None, seed: int = 0) -> tuple[list
     budget = budget_of(graph, topology, time_limit)
     refine = refine_cost(graph, topology, graph.n <= topology.n_pes)
     chosen, spent = [], 0.0
-    for name, opts, cost in _ordered(candidates(graph, topology, seed, budget), budget, graph.n):
+    quick = quick_starts(graph, topology, seed, refine)
+    small = time_limit is not None and time_limit <= SMALL_LIMIT
+    for name, opts, cost in _ordered(candidates(graph, topology, seed, budget, threads), budget, graph.n, quick,
+                                     small):
         if chosen and spent + cost + refine > _start_budget(budget, len(chosen)):
             continue
         chosen.append((name, opts, cost))
@@ -349,28 +464,48 @@ def _start_budget(budget: float, tried: int) -> float:
     return budget if tried < DIVERSE_STARTS else budget * (1 - SEARCH_SHARE)
 
 
-def _ordered(runs, budget: float, n: int):
+def _ordered(runs, budget: float, n: int, quick=(), small: bool = False):
     """The candidates in the order auto tries them.  The top level's split
     alone (``top_split``, second) is a start only when the budget cannot
     pay for the whole first multisection of a large instance; it then goes
     first, since refining an arbitrary given order of 2^15 tasks within a
     few seconds leaves J several times higher.  When the budget cannot pay
     for that either, or for the first multisection of a small instance (up
-    to N2_MAX_TASKS), the given order goes first (no partitioning: only its
-    refinement, which the budget limits, costs)."""
+    to N2_MAX_TASKS), the ``quick`` constructions that fit it go first,
+    cheapest first (``quick_starts``: at 0.5 s, TreeMatch's J on NPB MG of
+    1024 ranks was 3 % below auto's refined given order), else the given
+    order (no partitioning: only its refinement, which the budget limits,
+    costs).  Under a ``small`` time limit (SMALL_LIMIT, what reorder_comm
+    plans for) the quick constructions that fit go first whatever else
+    fits: where the partitioners run slower than priced (a loaded machine)
+    they are what the deadline leaves.  Nothing here sees whether the budget
+    is a time or a work limit: both plan alike."""
+    fits = sorted((r for r in quick if r[2] <= budget), key=lambda r: r[2])
     if len(runs) < 2 or runs[1][1].get("levels") != 1:
-        return runs
+        return runs  # beyond LARGE_TASKS or dense: KaMinPar's multisection first, whatever the budget
     whole, top, rest = runs[0], runs[1], runs[2:]
+    first = fits if small else []
     if whole[2] <= budget:
-        return [whole] + rest
+        return first + [whole] + rest
     if n > N2_MAX_TASKS and top[2] <= budget:
-        return [top] + rest
-    return sorted([whole] + rest, key=lambda r: r[2] > 0)  # stable: the zero-cost identity first
+        return first + [top] + rest
+    return fits + sorted([whole] + rest, key=lambda r: r[2] > 0)  # stable: the zero-cost identity first
+
+
+def quick_starts(graph, topology, seed: int, refine: float) -> list[tuple[str, dict, float]]:
+    """Constructions cheap enough for a budget that pays for no KaHIP
+    multisection, each priced with the refinement that follows it: KaMinPar's
+    multisection (the top cut, grown nodes) and TreeMatch."""
+    opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": 1, "grow_below": GROW_BELOW}
+    runs = [("multisection", opts, _multisection_cost(graph, topology, "kaminpar", "fast")),
+            ("treematch", {"seed": seed}, _treematch_cost(graph, topology))]
+    return [(name, o, cost + refine) for name, o, cost in runs if name in METHODS]
 
 
 @register("auto", "best J of multisection / GreedyAllC / TreeMatch runs with swap refinement "
                   "within time_limit seconds (default 10; deterministic per seed and budget; "
-                  "workers=N: multisections in N processes, same result; default the cores)",
+                  "workers=N: multisections in N processes, same result; default the cores; beyond "
+                  "32768 tasks KaMinPar's threads, where only workers=1 repeats exactly)",
           machines=("tree", "mesh"))
 def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, deadline=None, **options):
     deadline = Deadline.of(deadline)
@@ -388,7 +523,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
     refine = refine_cost(graph, topology, True)
     spent, idle, repeats, tried = 0.0, 0, 0, 0
     began, spent_then = time.monotonic(), 0.0  # the pace is measured from the second start on
-    starts, _ = plan(graph, topology, time_limit, seed)
+    starts, _ = plan(graph, topology, time_limit, seed, workers_option(workers))
     given_later = any(name == "identity" for name, _, _ in starts[1:])
     deferred = None  # the first start's unrefined mapping, when the given order was refined in its place
     for name, opts, cost in starts:
@@ -409,7 +544,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
         if tried and not deadline.allows((cost + first_use(opts)) * slowness(began, spent - spent_then)):
             continue  # it would end after the deadline (the first start is cut inside instead)
         run_seed = opts.pop("seed")
-        if name == "multisection":  # the plan and the result do not depend on it
+        if name == "multisection" and opts.get("backend") != "kaminpar":  # the result does not depend on it
             opts["workers"] = workers
         if opts.get("start") == "best":  # V-cycles on the best mapping so far
             opts["start"] = best_pe
@@ -462,7 +597,8 @@ def rebisect_heaviest(graph, topology, pe_of_task, j: float, budget: float, seed
         return pe_of_task, j, 0.0
     pair *= REBISECT_SEEDS
     k = topology.n_pes // top_subtree_size(topology)
-    pairs = min(max(int(budget / pair), MIN_REBISECT_PAIRS if graph.n <= N2_MAX_TASKS else 0), k * (k - 1) // 2)
+    least = MIN_REBISECT_PAIRS if graph.n <= N2_MAX_TASKS and not dense_graph(graph) else 0  # KaHIP is slow there
+    pairs = min(max(int(budget / pair), least), k * (k - 1) // 2)
     if pairs < 1 or not deadline.allows(pair):  # a KaHIP call cannot be cut: the first pair must fit
         return pe_of_task, j, 0.0
     pe = rebisect_pairs(graph, topology, pe_of_task, preset=REBISECT_PRESET, seed=seed, seeds=REBISECT_SEEDS,
@@ -522,7 +658,10 @@ def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int, deadline: De
     """With fewer tasks than PEs a swap never uses a free PE: moves into free
     PEs (``move_refine``) and swap refinement alternate while the moves
     lower J, up to FREE_PE_ROUNDS times.  On auto's result for 3elt, uk and
-    data models of 200-400 tasks on 256-512 PEs: J 0-6% lower in 0.02 s."""
+    data models of 200-400 tasks on 256-512 PEs: J 0-6% lower in 0.02 s.
+    On a dense graph the swaps scan around the moved tasks only (the
+    mapping was swap-optimal before them): a whole refinement per round
+    there took 25 s of an AMG-like graph's 4096 tasks on 4128 PEs."""
     pe = pe_of_task
     for r in range(FREE_PE_ROUNDS):
         if deadline.expired():
@@ -530,7 +669,12 @@ def _use_free_pes(graph, topology, pe_of_task, j: float, seed: int, deadline: De
         moved = move_refine(graph, topology, pe, eps=None, seed=seed + r, deadline=deadline)
         if mapping_cost(graph, topology, moved) >= j * (1 - 1e-12):
             break
-        pe, _ = refine_start(graph, topology, moved, refine_cost(graph, topology, True), seed + r, deadline)
+        if dense_graph(graph):
+            cap = max(int(refine_cost(graph, topology, True) / scan_seconds(graph, topology)), 1)
+            pe, _, _ = refine_around(graph, topology, moved, np.flatnonzero(moved != pe), seed=seed + r,
+                                     max_scans=cap, deadline=deadline)
+        else:
+            pe, _ = refine_start(graph, topology, moved, refine_cost(graph, topology, True), seed + r, deadline)
         j = mapping_cost(graph, topology, pe)
     return pe, j
 

@@ -20,13 +20,17 @@ from __future__ import annotations
 import numpy as np
 
 from ...deadline import Deadline
-from .swaps import refine_around, refine_swaps
+from .swaps import cached_scans, refine_around, refine_swaps
 
 N2_MAX_TASKS = 1024  # the quadratic refinement neighbourhood up to this many tasks
 REFINE_PASSES = 4    # typical passes until no gain from a good start
 _PER_PAIR_EDGE = 2e-8      # compiled swap refinement: one neighbour of one pair looked at
 _PER_SCAN_STEP = 1.7e-9    # refine_around: one task scan costs n * depth + m of these
 _CACHED_TASKS = 12_000    # ... up to about this many tasks (beyond: memory_factor)
+_PER_CACHED_STEP = 1.2e-8  # a scan with the connection cache costs n depth of these (its swaps included;
+                           # CPU, AMG-like graphs on 24:2:k from a random order to swap-optimal: 1000
+                           # tasks of 221 partners 2.6e-5 s per scan, 4096 tasks of 278 partners 1.45e-4)
+CACHED_N2_MAX_TASKS = 8192  # dense graphs: all partners up to here
 
 
 def refine_depth(n: int):
@@ -47,20 +51,31 @@ def pair_seconds(graph) -> float:
     return (2 + 2 * graph.symmetric.nnz / max(graph.n, 1)) * _PER_PAIR_EDGE * memory_factor(graph.n)
 
 
-def scan_seconds(graph, topology) -> float:
-    """Estimated seconds of one task scan of ``refine_around``."""
-    return (graph.n * max(int(topology.max_depth), 1) + graph.symmetric.nnz) * _PER_SCAN_STEP \
-        * memory_factor(graph.n)
+def quadratic(graph, topology) -> bool:
+    """Whether a one-to-one refinement scans all partners (``refine_around``):
+    up to N2_MAX_TASKS tasks, and on dense graphs whose scans use the
+    connection cache up to CACHED_N2_MAX_TASKS (a scan there costs O(n
+    depth), a pair of N_C^10 O(deg) on top of its share of the ball)."""
+    return graph.n <= N2_MAX_TASKS or (graph.n <= CACHED_N2_MAX_TASKS and cached_scans(graph, topology))
 
 
-def refine_cost(graph, topology=None, one_to_one: bool = False) -> float:
+def scan_seconds(graph, topology, cached: bool | None = None) -> float:
+    """Estimated seconds of one task scan of ``refine_around`` (``cached``:
+    with the connection cache or without; None: as ``refine_around`` scans)."""
+    depth = max(int(topology.max_depth), 1)
+    if cached_scans(graph, topology) if cached is None else cached:
+        return graph.n * depth * _PER_CACHED_STEP * memory_factor(graph.n)
+    return (graph.n * depth + graph.symmetric.nnz) * _PER_SCAN_STEP * memory_factor(graph.n)
+
+
+def refine_cost(graph, topology=None, one_to_one: bool = False, cached: bool | None = None) -> float:
     """Estimated seconds of the refinement of one start (``refine_start``):
-    about two scans per task for best-partner scans (one-to-one), else
-    REFINE_PASSES passes over the neighbourhood's pairs (also what
-    auto_many's final refinement costs)."""
+    about two scans per task for best-partner scans (one-to-one; ``cached``
+    as in ``scan_seconds``), else REFINE_PASSES passes over the
+    neighbourhood's pairs (also what auto_many's final refinement costs)."""
     n = graph.n
-    if one_to_one and n <= N2_MAX_TASKS:
-        return 2 * n * scan_seconds(graph, topology)
+    if one_to_one and topology is not None and quadratic(graph, topology):
+        return 2 * n * scan_seconds(graph, topology, cached)
     pairs = n * (n - 1) / 2 if n <= N2_MAX_TASKS else min(n * 128, graph.symmetric.nnz * 40)
     return REFINE_PASSES * pairs * pair_seconds(graph)
 
@@ -70,7 +85,7 @@ def refine_start(graph, topology, pe_of_task, budget: float, seed: int, deadline
     seconds of counted work; returns the mapping and the work's estimated
     seconds.  Both neighbourhoods stop early at the ``deadline``."""
     n = graph.n
-    if n <= N2_MAX_TASKS:
+    if quadratic(graph, topology):
         per_scan = scan_seconds(graph, topology)
         pe, scans, _ = refine_around(graph, topology, pe_of_task, np.arange(n), seed=seed,
                                      max_scans=max(int(budget / per_scan), n), deadline=deadline)

@@ -120,7 +120,38 @@ def gammas(indptr, indices, w, pos, paths, dist_ext):
 
 
 @njit(cache=True, nogil=True)
-def best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, order, tol, moved):
+def accumulate(indptr, indices, w, pos, paths, acc, u, clear):
+    """u's traffic below every node on its partners' paths into ``acc``
+    (``clear``: those entries back to 0)."""
+    for e in range(indptr[u], indptr[u + 1]):
+        px = pos[indices[e]]
+        for d in range(paths.shape[0]):
+            if clear:
+                acc[paths[d, px]] = 0.0
+            else:
+                acc[paths[d, px]] += w[e]
+
+
+@njit(cache=True, nogil=True)
+def cost_at(paths, dist_ext, acc, q):
+    """C_u(q) = sum_x S_ux D(q, p_x), from u's ``accumulate``d weights."""
+    c = 0.0
+    for d in range(paths.shape[0] - 1):
+        a = paths[d, q]
+        c += (acc[a] - acc[paths[d + 1, q]]) * dist_ext[a]
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _scatter(indptr, indices, w, pos, paths, u, wnode, wu, clear):
+    """``accumulate`` plus u's traffic to each partner (``wu``)."""
+    accumulate(indptr, indices, w, pos, paths, wnode, u, clear)
+    for e in range(indptr[u], indptr[u + 1]):
+        wu[indices[e]] = 0.0 if clear else wu[indices[e]] + w[e]
+
+
+@njit(cache=True, nogil=True)
+def best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, order, tol, moved, cache, total, col):
     """One-to-one swap search, all partners, best partner per task, for the
     tasks ``order`` in turn.  For a task u every swap gain is O(1) after
     O(n depth + m) shared work: y[x] = D(p_u, p_x) for all x, the
@@ -132,9 +163,15 @@ def best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, order, tol, m
     tasks to ``moved`` (room for 2 per task); returns how many.  Each task
     is one scan, so a caller can hand over a bounded slice of a round and
     check the clock between slices: the result does not depend on the
-    slicing."""
+    slicing.
+
+    With a connection cache (``connection_cache``: ``cache`` has a column
+    per inner node; kept up to date here) C_v(p_u) is read off v's cache
+    row in O(depth) instead: a scan costs O(n depth + deg(u) depth), a swap
+    O((deg(u) + deg(v)) depth), the same gains (exactly, for integer bytes).
+    Without one (``cache`` of no columns) the O(n depth + m) pass above."""
     n = pos.size
-    depth = paths.shape[0]
+    cached = cache.shape[1] > 0
     y = np.empty(n)
     cv = np.empty(n)
     wnode = np.zeros(dist_ext.size)
@@ -142,51 +179,57 @@ def best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, order, tol, m
     n_moved = 0
     for u in order:
         pu = pos[u]
-        for x in range(n):
-            y[x] = _dist(paths, dist_ext, pu, pos[x])
-        for v in range(n):
-            s = 0.0
-            for e in range(indptr[v], indptr[v + 1]):
-                s += w[e] * y[indices[e]]
-            cv[v] = s
-        for e in range(indptr[u], indptr[u + 1]):
-            x = indices[e]
-            wu[x] += w[e]
-            px = pos[x]
-            for d in range(depth):
-                wnode[paths[d, px]] += w[e]
+        if not cached:
+            for x in range(n):
+                y[x] = _dist(paths, dist_ext, pu, pos[x])
+            for v in range(n):
+                s = 0.0
+                for e in range(indptr[v], indptr[v + 1]):
+                    s += w[e] * y[indices[e]]
+                cv[v] = s
+        _scatter(indptr, indices, w, pos, paths, u, wnode, wu, False)
         best = -tol
         best_v = -1
         for v in range(n):
             pv = pos[v]
             if pv == pu:
                 continue
-            cu = 0.0
-            for d in range(depth - 1):
-                a = paths[d, pv]
-                cu += (wnode[a] - wnode[paths[d + 1, pv]]) * dist_ext[a]
-            g = cu + cv[v] - gamma[u] - gamma[v] + 2.0 * wu[v] * y[v]
+            cu = cost_at(paths, dist_ext, wnode, pv)
+            if cached:
+                g = cu + _cached_cost(cache, total, paths, dist_ext, col, v, pu, wu[v]) - gamma[u] - gamma[v] \
+                    + 2.0 * wu[v] * _dist(paths, dist_ext, pu, pv)
+            else:
+                g = cu + cv[v] - gamma[u] - gamma[v] + 2.0 * wu[v] * y[v]
             if g < best:
                 best = g
                 best_v = v
-        for e in range(indptr[u], indptr[u + 1]):
-            x = indices[e]
-            wu[x] = 0.0
-            px = pos[x]
-            for d in range(depth):
-                wnode[paths[d, px]] = 0.0
+        _scatter(indptr, indices, w, pos, paths, u, wnode, wu, True)
         if best_v < 0:
             continue
         v = best_v
-        pos[u], pos[v] = pos[v], pu
+        pv = pos[v]
+        pos[u], pos[v] = pv, pu
+        if cached:
+            _move_in_cache(indptr, indices, w, cache, paths, col, u, pu, pv)
+            _move_in_cache(indptr, indices, w, cache, paths, col, v, pv, pu)
         for t in (u, v):
             moved[n_moved] = t
             n_moved += 1
-            gamma[t] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, t)
-            for e in range(indptr[t], indptr[t + 1]):
-                x = indices[e]
-                gamma[x] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, x)
+            for x in _with_partners(indptr, indices, t):
+                if cached:
+                    gamma[x] = _cached_cost(cache, total, paths, dist_ext, col, x, pos[x], 0.0)
+                else:
+                    gamma[x] = _gamma_of(indptr, indices, w, pos, paths, dist_ext, x)
     return n_moved
+
+
+@njit(cache=True, nogil=True)
+def _with_partners(indptr, indices, t):
+    """t followed by its partners."""
+    out = np.empty(indptr[t + 1] - indptr[t] + 1, dtype=np.int64)
+    out[0] = t
+    out[1:] = indices[indptr[t]:indptr[t + 1]]
+    return out
 
 
 
@@ -237,3 +280,71 @@ def ball_pairs(indptr, indices, sources, depth, cap, mark, stamp, queue, out_u, 
                 out_v[written] = v
                 written += 1
     return sources.size, written, stamp
+
+
+# ---------------------------------------------------------------------------
+# The connection cache of ``best_swaps_of`` (dense graphs).
+#
+# Without it a scan pays O(n depth + m): C_v(p_u) for every v is a pass over
+# all edges.  With W[v, a] = the traffic of v's neighbours placed below node
+# a, kept for every task and every inner node of the tree (n x inner nodes),
+# C_v(p_u) is O(depth) per v and a swap updates the cache of the two tasks'
+# neighbours in O((deg(u) + deg(v)) depth): the cost of evaluating a pair no
+# longer grows with the degree, and a move costs its own edges only.
+
+
+def cache_columns(topology) -> np.ndarray:
+    """Column of every inner node below the root in the connection cache,
+    -1 for the root, the leaves and the padding ids of the paths."""
+    inner = np.flatnonzero((topology.child_ptr[1:] > topology.child_ptr[:-1]) & (topology.parent >= 0))
+    col = np.full(topology.n_nodes + topology.n_pes, -1, dtype=np.int64)
+    col[inner] = np.arange(inner.size)
+    return col
+
+
+@njit(cache=True, nogil=True)
+def connection_cache(indptr, indices, w, pos, paths, col, n_cols):
+    """W[v, col[a]]: the traffic of v's neighbours placed below inner node a;
+    and every task's total traffic."""
+    n = pos.size
+    cache = np.zeros((n, n_cols))
+    total = np.zeros(n)
+    for v in range(n):
+        for e in range(indptr[v], indptr[v + 1]):
+            px = pos[indices[e]]
+            total[v] += w[e]
+            for d in range(1, paths.shape[0]):
+                c = col[paths[d, px]]
+                if c >= 0:
+                    cache[v, c] += w[e]
+    return cache, total
+
+
+@njit(cache=True, nogil=True)
+def _cached_cost(cache, total, paths, dist_ext, col, v, q, w_at_q):
+    """C_v(q) = sum_x S_vx D(q, p_x) from v's cache row: ``w_at_q`` is the
+    traffic of v to the task on PE q (0 when v is on q)."""
+    prev = total[v]
+    s = 0.0
+    for d in range(1, paths.shape[0]):
+        a = paths[d, q]
+        c = col[a]
+        now = cache[v, c] if c >= 0 else w_at_q
+        s += dist_ext[paths[d - 1, q]] * (prev - now)
+        prev = now
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _move_in_cache(indptr, indices, w, cache, paths, col, t, p_from, p_to):
+    """Task t moved from PE p_from to p_to: its neighbours' cache rows."""
+    for e in range(indptr[t], indptr[t + 1]):
+        x = indices[e]
+        for d in range(1, paths.shape[0]):
+            a, b = paths[d, p_from], paths[d, p_to]
+            if a == b:
+                continue
+            if col[a] >= 0:
+                cache[x, col[a]] -= w[e]
+            if col[b] >= 0:
+                cache[x, col[b]] += w[e]

@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 from ..jit import njit
+from .kernel import accumulate, cost_at
 
 from ...cost import mapping_cost
 from ...deadline import Deadline
@@ -42,27 +43,6 @@ from ...topology import Topology
 from .swaps import RefineStats
 
 MIN_GAIN = 1e-4      # stop when a pass lowers J by less than this fraction
-
-
-@njit(cache=True, nogil=True)
-def _cost_at(paths, dist_ext, acc, q):
-    """Cost of the current task on PE q from the accumulated neighbour weights."""
-    c = 0.0
-    for d in range(paths.shape[0] - 1):
-        a = paths[d, q]
-        c += (acc[a] - acc[paths[d + 1, q]]) * dist_ext[a]
-    return c
-
-
-@njit(cache=True, nogil=True)
-def _accumulate(indptr, indices, w, pos, paths, acc, u, clear):
-    for e in range(indptr[u], indptr[u + 1]):
-        px = pos[indices[e]]
-        for d in range(paths.shape[0]):
-            if clear:
-                acc[paths[d, px]] = 0.0
-            else:
-                acc[paths[d, px]] += w[e]
 
 
 @njit(cache=True, nogil=True)
@@ -115,8 +95,8 @@ def move_pass(indptr, indices, w, pos, paths, dist_ext, order, vw, load, cap, tr
             continue
         tick += 1
         p = pos[u]
-        _accumulate(indptr, indices, w, pos, paths, acc, u, False)
-        here = _cost_at(paths, dist_ext, acc, p)
+        accumulate(indptr, indices, w, pos, paths, acc, u, False)
+        here = cost_at(paths, dist_ext, acc, p)
         best_gain = tol
         best_q = -1
         for e in range(indptr[u], indptr[u + 1]):
@@ -129,11 +109,11 @@ def move_pass(indptr, indices, w, pos, paths, dist_ext, order, vw, load, cap, tr
                 if q < 0 or q == p or stamp[q] == tick:
                     continue
                 stamp[q] = tick
-            g = here - _cost_at(paths, dist_ext, acc, q)
+            g = here - cost_at(paths, dist_ext, acc, q)
             if g > best_gain:
                 best_gain = g
                 best_q = q
-        _accumulate(indptr, indices, w, pos, paths, acc, u, True)
+        accumulate(indptr, indices, w, pos, paths, acc, u, True)
         if best_q >= 0:
             pos[u] = best_q
             load[p] -= vw[u]

@@ -572,7 +572,7 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     the ``deadline`` is checked between slices of about SCAN_SLICE_WORK
     steps.  Returns ``(pe_of_task, tasks scanned, J)``: the count is auto's
     deterministic measure of the work done."""
-    from .kernel import best_swaps_of, gammas, tree_oracle
+    from .kernel import best_swaps_of, cache_columns, connection_cache, gammas, tree_oracle
 
     deadline = Deadline.of(deadline)
     adj = graph.symmetric
@@ -585,7 +585,13 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     cap = np.iinfo(np.int64).max if max_scans is None else max(int(max_scans), 1)
     gamma = gammas(indptr, indices, w, pos, paths, dist_ext)
     tol = 1e-12 * max(0.5 * float(gamma.sum()), 1.0)  # J from the gammas: no second pass over the edges
-    per_call = max(1, SCAN_SLICE_WORK // (graph.n * paths.shape[0] + indices.size + 1))
+    col = cache_columns(topology)
+    if cached_scans(graph, topology):  # dense: a scan's cost no longer grows with the edges
+        cache, total = connection_cache(indptr, indices, w, pos, paths, col, int(col.max()) + 1)
+        per_call = max(1, SCAN_SLICE_WORK // (2 * graph.n * paths.shape[0] + 1))
+    else:
+        cache, total = np.zeros((0, 0)), np.zeros(0)
+        per_call = max(1, SCAN_SLICE_WORK // (graph.n * paths.shape[0] + indices.size + 1))
     scans = 0
     todo = _with_neighbours(indptr, indices, moved)
     while todo.size and scans < cap and not deadline.expired():
@@ -594,7 +600,7 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
         for b in range(0, todo.size, per_call):
             part = todo[b:b + min(per_call, cap - scans)]
             buf = np.empty(2 * part.size, dtype=np.int64)
-            k = best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, part, tol, buf)
+            k = best_swaps_of(indptr, indices, w, pos, paths, dist_ext, gamma, part, tol, buf, cache, total, col)
             swapped.append(buf[:k])
             scans += part.size
             if scans >= cap or deadline.expired():
@@ -604,6 +610,25 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
 
 
 SCAN_SLICE_WORK = 1 << 22  # refine_around: tasks scanned per compiled call ~ this / (n depth + m)
+CACHE_ENTRIES = 1 << 23    # the connection cache (tasks x inner nodes) holds at most this many (64 MB)
+
+
+def dense_graph(graph: CommGraph) -> bool:
+    """``construct.partition.dense`` of the communication graph."""
+    from ..construct.partition import dense
+
+    return dense(graph.n, graph.symmetric.nnz)
+
+
+def cached_scans(graph: CommGraph, topology) -> bool:
+    """Whether ``refine_around`` scans with the connection cache
+    (``kernel.best_swaps_of`` with its cache): on a dense graph (``dense_graph``),
+    where a plain scan's pass over all edges (O(m)) outweighs the cache's
+    O(n depth), and where the cache fits in CACHE_ENTRIES.  An AMG-like
+    graph of 1000 tasks with 221 partners each: 3000 scans in 0.65 s
+    against 9.3 s, the same J."""
+    inner = int(np.count_nonzero(topology.child_ptr[1:] > topology.child_ptr[:-1])) - 1
+    return dense_graph(graph) and graph.n * max(inner, 1) <= CACHE_ENTRIES
 
 
 def _with_neighbours(indptr, indices, tasks: np.ndarray) -> np.ndarray:

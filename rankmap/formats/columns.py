@@ -1,0 +1,114 @@
+"""Whole-file scanning of large numeric text (METIS graphs, edge lists).
+
+The numbers of a file and how many stand on each line, by numpy over
+blocks of the file instead of a Python loop per line: a 2^20-vertex METIS
+file (29 MB) in about 0.5 s where the line loop took 11 s.  The file is
+read in blocks of BLOCK bytes cut at a line end, so memory stays the
+numbers plus one block whatever the file's size.
+
+Only plain text qualifies: digits, the characters a reader allows inside a
+number, separators.  Anything else (a comment, a word, a sign where the
+reader forbids one, a number the parser cannot read to its end) gives
+None, and the reader's line-by-line path reads the file instead: that path
+alone decides what is an error and names its file and line, so a broken
+file gets the same message whichever path saw it first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BLOCK = 1 << 24  # bytes of text per step (16 MiB)
+FAST_MIN_BYTES = 1 << 20  # smaller files: the line loop is as quick and reads them alone
+SEPARATORS = b" \t\r\n,"
+
+
+def _table(chars: bytes) -> np.ndarray:
+    lut = np.zeros(256, dtype=bool)
+    lut[np.frombuffer(chars, dtype=np.uint8)] = True
+    return lut
+
+
+class Scan:
+    """Numbers of a text file from ``offset`` on: ``values`` (one array) and
+    ``per_line`` (how many numbers on each line, blank lines included);
+    ``flagged``: the columns (0 = a line's first number) where a number
+    holds one of the ``flag`` characters (e.g. a decimal point in a column
+    that must hold integers)."""
+
+    __slots__ = ("values", "per_line", "flagged")
+
+    def __init__(self, values: np.ndarray, per_line: np.ndarray, flagged: np.ndarray):
+        self.values, self.per_line, self.flagged = values, per_line, flagged
+
+
+def scan_numbers(path: str, offset: int, *, dtype, inside: bytes = b"", flag: bytes = b"",
+                 separators: bytes = SEPARATORS) -> Scan | None:
+    """Every number of ``path`` after byte ``offset``, parsed as ``dtype``
+    (int64 or float64), or None where the text holds a character that is
+    neither a digit, one of ``inside`` nor a separator, or a number that
+    does not parse to its end.  Columns whose numbers hold a ``flag``
+    character are reported (``Scan.flagged``) so that a reader can send
+    such files to its line loop."""
+    allowed = _table(b"0123456789" + inside + separators)
+    is_sep = _table(separators)
+    flags = _table(flag) if flag else None
+    spaces = bytes.maketrans(separators, b" " * len(separators))
+    values, per_line, flagged = [], [], []
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        tail = b""
+        while True:
+            block = fh.read(BLOCK)
+            text = tail + block
+            if block:
+                cut = text.rfind(b"\n") + 1
+                if cut == 0:  # one line longer than a block: keep reading
+                    tail = text
+                    continue
+                text, tail = text[:cut], text[cut:]
+            if text:
+                got = _scan_block(text, allowed, is_sep, flags, spaces, dtype)
+                if got is None:
+                    return None
+                vals, counts, columns = got
+                values.append(vals)
+                per_line.append(counts)
+                flagged.append(columns)
+            if not block:
+                break
+    empty = np.zeros(0, dtype=dtype)
+    return Scan(np.concatenate(values) if values else empty,
+                np.concatenate(per_line) if per_line else np.zeros(0, dtype=np.int64),
+                np.unique(np.concatenate(flagged)) if flagged else np.zeros(0, dtype=np.int64))
+
+
+def _scan_block(text: bytes, allowed, is_sep, flags, spaces: bytes, dtype):
+    """(numbers, numbers per line, flagged columns) of whole lines of
+    text, or None (see ``scan_numbers``)."""
+    data = np.frombuffer(text, dtype=np.uint8)
+    if not allowed[data].all():
+        return None
+    sep = is_sep[data]
+    start = ~sep  # a number starts at a non-separator after a separator
+    start[1:] &= sep[:-1]
+    line_end = np.flatnonzero(data == 10)
+    if line_end.size == 0 or line_end[-1] != data.size - 1:  # the file's last line has no newline
+        line_end = np.append(line_end, data.size - 1)
+    numbers_by = np.cumsum(start, dtype=np.int32)  # numbers up to each byte (a block holds < 2^31)
+    counts = np.diff(numbers_by[line_end], prepend=0).astype(np.int64)
+    at = np.flatnonzero(flags[data]) if flags is not None else np.zeros(0, dtype=np.int64)
+    # integers parse 5x faster than floats, and convert exactly as strtod rounds
+    parse = np.int64 if at.size == 0 else dtype
+    try:
+        vals = np.fromstring(text.translate(spaces), dtype=parse, sep=" ")
+    except ValueError:  # a number it cannot read to its end ("1.5" as an integer, "0x1f")
+        return None
+    if vals.size != int(counts.sum()):
+        return None
+    columns = np.zeros(0, dtype=np.int64)
+    if at.size:  # the column of the number each flagged character belongs to
+        line = np.searchsorted(line_end, at)
+        first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        columns = np.unique(numbers_by[at].astype(np.int64) - 1 - first[line])
+    return vals.astype(dtype, copy=False), counts, columns

@@ -1,0 +1,79 @@
+"""Link bandwidths of a machine: the rates users write, and the bandwidth of
+every link where the machine description gives none.
+
+A tree link joins a node to its parent and carries, in each direction, the
+bytes that leave (up) or enter (down) the node's subtree; ``TreeNode.uplink``
+is its bandwidth in bytes per second where the description says it (a
+cluster file's ``network ... bandwidths 50mbit``: the links of the nodes
+into their switch).  Links without one get a bandwidth in inverse
+proportion to the distance of the level they lead into (a byte that costs
+100 between nodes crosses a link 100 times slower than one that costs 1
+inside a node), scaled to the given bandwidths (the smallest bandwidth x
+distance of them), or, when none is given, one byte per unit of time per
+unit of distance: times are then relative (``unit`` is empty).  A level of
+distance 0 (slots sharing a PE) and the root cost no time.
+
+Inside a node whose inside is a link matrix (GPU links) the links are those
+of the tree approximating it (``Topology.tree_only``).  On a mesh or torus
+every link has the same bandwidth (one unit).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9,
+               "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
+
+
+def parse_rate(text: str) -> int:
+    """``"200mbit"`` -> 200_000_000 bits per second (tc's units; ``mbps`` = megabytes/s)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]+)\s*", str(text))
+    if not m or m.group(2).lower() not in _RATE_UNITS:
+        raise ValueError(f"bandwidth {text!r}: expected a number and a unit "
+                         f"({', '.join(_RATE_UNITS)}), e.g. 200mbit")
+    bits = float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
+    if bits < 8000:
+        raise ValueError(f"bandwidth {text!r}: at least 8kbit")
+    return int(bits)
+
+
+def parse_bandwidths(text: str) -> list[float]:
+    """``"50mbit:10gbit"`` -> bytes per second of each level, innermost first."""
+    return [parse_rate(x) / 8 for x in str(text).replace(",", ":").split(":")]
+
+
+@dataclass(frozen=True)
+class LinkBandwidths:
+    """Seconds per byte of every directed link (``inverse``, numbered as
+    ``cost.all_link_loads``: 0 where a link costs no time) and the unit of
+    the times they give ("s", or "" for relative times)."""
+
+    inverse: np.ndarray
+    unit: str
+
+    def times(self, loads) -> np.ndarray:
+        return np.asarray(loads, dtype=np.float64) * self.inverse
+
+
+def link_bandwidths(topology) -> LinkBandwidths:
+    """The bandwidth model of ``topology`` (module docstring)."""
+    from .tree import Topology
+
+    if not isinstance(topology, Topology):  # a mesh or torus: uniform links
+        size = topology.link_loads(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)).size
+        return LinkBandwidths(np.ones(size), "")
+    parent = topology.parent
+    level = np.where(parent >= 0, topology.node_distance[np.maximum(parent, 0)], 0.0)
+    given = topology.node_uplink
+    known = np.isfinite(given) & (parent >= 0)
+    anchors = known & (level > 0)
+    scale = float(np.min(given[anchors] * level[anchors])) if anchors.any() else 1.0
+    with np.errstate(divide="ignore"):
+        inverse = np.where(known, 1.0 / np.where(known, given, 1.0),
+                           np.where(level > 0, level / scale, 0.0))
+    inverse[0] = 0.0  # the root has no link above it
+    return LinkBandwidths(np.concatenate([inverse, inverse]), "s" if known.any() else "")

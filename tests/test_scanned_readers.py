@@ -1,0 +1,149 @@
+"""The whole-file scanning of large METIS and edge-list files reads exactly
+what the line loop reads, and leaves every file it cannot read plainly
+(and every error) to the line loop."""
+
+import numpy as np
+import pytest
+
+from rankmap.formats import FormatError, edge_list, metis, read_graph
+from rankmap.formats.columns import scan_numbers
+
+
+def _same(a, b):
+    assert a.n == b.n
+    for x, y in zip(a._b, b._b):
+        assert np.array_equal(x, y)
+    assert np.array_equal(a.vertex_weights, b.vertex_weights)
+    assert (a.messages is None) == (b.messages is None)
+    if a.messages is not None:
+        assert (a.messages != b.messages).nnz == 0
+
+
+@pytest.fixture
+def scanned(monkeypatch):
+    """Every file through the scanning path, whatever its size."""
+    monkeypatch.setattr(metis, "FAST_MIN_BYTES", 0)
+    monkeypatch.setattr(edge_list, "FAST_MIN_BYTES", 0)
+
+
+METIS_PLAIN = [
+    "3 2\n2\n1 3\n2\n",                        # fmt 0
+    "3 1\n2\n1\n\n",                           # an isolated vertex: a blank line
+    "3 2 1\n2 7 3 1\n1 7\n1 1\n",             # edge weights, columns unsorted
+    "3 1 11\n5 2 7\n4 1 7\n1\n",              # vertex and edge weights
+    "3 1 10\n5 2\n4 1\n1\n",                  # vertex weights only
+    "3 1 100\n9 2\n9 1\n9\n",                 # vertex sizes
+    "3 2\r\n2\r\n1 3\r\n2\r\n\n\n",           # CRLF, trailing blank lines
+    "3 2\n2\n1 3\n2",                          # no newline at the end
+    "   3 2\n 2 \n1   3\n\t2\n",               # spacing
+    "% comment first\n3 2\n2\n1 3\n2\n",       # a comment before the header
+]
+
+
+@pytest.mark.parametrize("text", METIS_PLAIN)
+def test_metis_scanned_equals_line_loop(tmp_path, scanned, text):
+    f = tmp_path / "g.graph"
+    f.write_text(text)
+    got = metis._read_scanned(str(f))
+    assert got is not None, "a plain file is read by scanning"
+    _same(got, metis._read_lines(str(f)))
+
+
+@pytest.mark.parametrize("text", [
+    "3 2\n2\n1 3\n% late comment\n2\n",   # a comment among the vertices
+    "3 2\n2\n1 3\n2\n7\n",                # a fourth vertex line
+    "3 2\n2\n1 -3\n2\n",                  # a sign
+    "2 1 1\n2 5\n1 4\n",                  # not symmetric
+    "2 1\n2\n3\n",                        # neighbour out of range
+    "2 1\n1\n2\n",                        # self-loops
+    "2 2\n2\n1\n",                        # m does not match
+    "2 1 1\n2\n1 1\n",                    # a neighbour without its weight
+    "2 1\n2 x\n1\n",                      # a word
+    "2 1 11 1\n1 2 1\n1 1 1\n",            # ncon
+])
+def test_metis_unusual_files_go_to_the_line_loop(tmp_path, scanned, text):
+    f = tmp_path / "g.graph"
+    f.write_text(text)
+    assert metis._read_scanned(str(f)) is None
+    try:
+        expected = metis._read_lines(str(f))
+    except FormatError as exc:
+        with pytest.raises(FormatError) as info:
+            read_graph(f)
+        assert str(info.value) == str(exc)  # the same message, file and line
+    else:
+        _same(read_graph(f), expected)
+
+
+def test_metis_real_graph_scanned(data_dir, scanned):
+    path = str(data_dir / "graphs/3elt.graph")
+    _same(metis._read_scanned(path), metis._read_lines(path))
+    weighted = str(data_dir / "graphs/example_weighted.graph")
+    got = metis._read_scanned(weighted)
+    _same(got if got is not None else read_graph(weighted), metis._read_lines(weighted))
+
+
+EDGES_PLAIN = [
+    "0 1 100\n1 0 50\n2 0 8\n0 1 1\n",
+    "0,1,100,2\n1,0,50,1\n2,0,8,1\n0,1,1,1\n",
+    "0 1 1.5e3 2\n1 0 0.25 1\n\n2 0 8 1\n",
+    "0\t1\t100\r\n1\t0\t50\r\n",
+    "0 1 100\n1 0 50",
+    "1 0 7\n0 0 5\n",                      # self-traffic, dropped with its total kept
+    "# src dst bytes\n\n  # more\n0 1 5\n",   # comments before the first edge (write_edge_list's)
+]
+
+
+@pytest.mark.parametrize("text", EDGES_PLAIN)
+def test_edge_list_scanned_equals_line_loop(tmp_path, scanned, monkeypatch, text):
+    f = tmp_path / "t.txt"
+    f.write_text(text)
+    got = edge_list._read_scanned(str(f))
+    assert got is not None
+    monkeypatch.setattr(edge_list, "FAST_MIN_BYTES", 1 << 40)
+    expected = edge_list.read_edge_list(str(f))
+    _same(got, expected)
+    assert got.self_bytes == expected.self_bytes
+
+
+@pytest.mark.parametrize("text", [
+    "src,dst,bytes\n0,1,100\n",    # a header row
+    "0 1 100\n# c\n1 0 100\n",     # a comment after the first edge
+    "0 1 100\n1 0 50 2\n",         # three and four columns
+    "0 1.0 100\n",                 # a rank with a decimal point
+    "1e1 0 100\n",                 # a rank in exponent notation
+    "0 1 -5\n",                    # a sign
+    "0 1 1e400\n",                 # not finite
+    "0 1 100 2.5\n",               # a fractional message count
+    "0 1 100 7 9\n",               # five columns
+])
+def test_edge_list_unusual_files_go_to_the_line_loop(tmp_path, scanned, monkeypatch, text):
+    f = tmp_path / "t.txt"
+    f.write_text(text)
+    assert edge_list._read_scanned(str(f)) is None
+
+
+def test_scan_reads_across_blocks(tmp_path, monkeypatch):
+    """Lines cut by the block boundary and a line longer than a block."""
+    from rankmap.formats import columns
+
+    monkeypatch.setattr(columns, "BLOCK", 7)
+    f = tmp_path / "n.txt"
+    f.write_text("1 22 333\n4444 55555 6\n\n7 8 9 10 11 12 13 14\n")
+    scan = scan_numbers(str(f), 0, dtype=np.int64)
+    assert scan.values.tolist() == [1, 22, 333, 4444, 55555, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    assert scan.per_line.tolist() == [3, 3, 0, 8]
+
+
+def test_rows_in_order_are_kept_or_canonicalised_as_from_edges():
+    from rankmap.graph import CommGraph
+
+    canonical = CommGraph.from_rows(np.array([0, 2, 3, 4]), np.array([1, 2, 0, 0]), np.array([5.0, 1.0, 5.0, 1.0]))
+    assert canonical._b[1] is not None and canonical.self_bytes == 0 and canonical.is_symmetric()
+    # unsorted columns, a repeated pair, the diagonal, a zero: summed, sorted and dropped as from_edges does
+    indptr, indices = np.array([0, 4, 5, 6]), np.array([2, 1, 1, 0, 0, 0])
+    data = np.array([1.0, 2.0, 3.0, 7.0, 5.0, 0.0])
+    rows = CommGraph.from_rows(indptr, indices, data)
+    edges = CommGraph.from_edges(np.repeat(np.arange(3), np.diff(indptr)), indices, data, n=3)
+    _same(rows, edges)
+    assert rows.self_bytes == edges.self_bytes == 7.0
