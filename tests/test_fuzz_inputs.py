@@ -227,3 +227,22 @@ def test_a_rank_number_past_the_file_is_refused_without_counting_to_it():
     files = dict(files)
     files["lap/pmpi-trace-rank-99999999999999.txt"] = files.pop("lap/pmpi-trace-rank-3.txt")
     assert _only(files, ["show", "{d}/lap"], ("lacks the file of rank 3",)) == ("refused", None)
+
+
+def test_mpip_message_counts_not_finite_or_past_int64_are_refused_at_their_line():
+    """A matrix row's count of ``inf``, ``nan`` or 1e30 (the cast to whole
+    messages overflowed), and finite counts whose sum passes int64."""
+    _, files = trace_samples()["mpip"][0]
+    text = files["small.mpiP"]
+    row = b"0\t3\t4000\t3\n"
+    line = text[:text.index(row)].count(b"\n") + 1
+    for count, said in ((b"inf", "message count inf is not a finite"),
+                        (b"nan", "message count nan is not a finite"),
+                        (b"1e30", "message count '1e30' is too large")):
+        mpip = text.replace(row, b"0\t3\t4000\t" + count + b"\n", 1)
+        for argv in (["show", "{d}/small.mpiP"], ["convert", "{d}/small.mpiP", "-o", "{d}/o.mtx"]):
+            assert _only({"small.mpiP": mpip}, argv, (f"small.mpiP:{line}: {said}",)) == \
+                ("refused", None)
+    twice = text.replace(row, b"0\t3\t4000\t4611686018427387904\n0\t3\t1\t4611686018427387904\n", 1)
+    assert _only({"small.mpiP": twice}, ["convert", "{d}/small.mpiP", "-o", "{d}/o.mtx"],
+                 ("small.mpiP: the p2p bytes or messages of a pair sum past",)) == ("refused", None)
