@@ -11,7 +11,8 @@ files exactly what was written), refused (exit 2 and one line naming the
 input) or a problem (a traceback, a hang, another exit status, a second
 line, an error naming no input, a numpy warning, a generated file read as
 something else, or memory past ``--memory-gb``).  Problem cases are copied
-under ``--keep`` with the command that replays them.  Prints one table row
+under ``--keep`` with the command that replays them (and, for the families
+of the whole-file scan, the block size it read in).  Prints one table row
 per family, the date, the machine and its load; exits 1 when there was a
 problem.
 """
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st  # noqa: E402
 
-from tests.fuzz_inputs import Tally, check, check_subprocess, families  # noqa: E402
+from tests.fuzz_inputs import SCANNED, Tally, check, check_subprocess, families  # noqa: E402
 
 
 def run_family(family, cases: int, rng_seed: int, keep: Path | None) -> Tally:
@@ -88,13 +89,20 @@ def main(argv=None) -> int:
         if family.subprocess:
             share = min(share, args.subprocess_cases)
         t0 = time.time()
+        scanned = SCANNED.copy()
         tally = run_family(family, share, args.seed, args.keep)
+        scanned = SCANNED - scanned
         row = {"family": family.name, "about": family.about, "cases": tally.cases,
                "read": tally.read, "refused": tally.refused, "problems": len(tally.problems),
                "seconds": round(time.time() - t0, 1), "first_problems": tally.problems[:3]}
+        if scanned:  # files the whole-file scan read, and those it left to the line loop
+            row["scan"] = {"read": scanned["read"], "line loop": scanned["fell back"]}
         rows.append(row)
         print(f"{family.name:<20} {row['cases']:>7} {row['read']:>7} {row['refused']:>8} "
               f"{row['problems']:>9} {row['seconds']:>8}", flush=True)
+        if scanned:
+            print(f"    the scan read {scanned['read']} files and left {scanned['fell back']} to the "
+                  "line loop", flush=True)
         for problem in tally.problems[:3]:
             print("    " + problem[-600:].replace("\n", "\n    "), flush=True)
     total = {k: sum(r[k] for r in rows) for k in ("cases", "read", "refused", "problems")}

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 from rankmap.formats import GRAPH_FORMATS, LAUNCH_FORMATS
-from tests.fuzz_inputs import (DATA, ROOT, Case, check, check_subprocess, families, launch_samples,
-                               trace_samples)
+from tests.fuzz_inputs import (DATA, ROOT, SCANNED, Case, check, check_subprocess, families,
+                               launch_samples, scanned_readers, trace_samples)
 
 #: cases per family and weight unit in CI (fixed seed: the same cases every run)
 CI_EXAMPLES = int(os.environ.get("RANKMAP_FUZZ_EXAMPLES", "40"))
@@ -30,6 +30,7 @@ def test_every_reader_and_launch_format_has_a_family():
     assert {f"launch:{k}" for k in LAUNCH_FORMATS} <= covered
     assert {"topology:hwloc", "topology:file", "topology:switches", "topology:gpu-node",
             "topology:hierarchy", "hosts:file", "hosts:list", "generated"} <= covered
+    assert {f"scan:{m}" for m in scanned_readers()} == {"scan:metis", "scan:edge_list"} <= covered
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -45,7 +46,11 @@ def test_fuzz_family(name):
         outcome, problem = run(family.make(data.draw))
         assert problem is None, problem
 
+    before = SCANNED.copy()
     fuzz()
+    if name.startswith("scanned-"):  # the scan itself reads a good share, not only its fall-back
+        scanned = SCANNED - before
+        assert scanned["read"] >= examples // 10, dict(scanned)
 
 
 # ------------------------------------------------------------- named inputs
