@@ -72,16 +72,15 @@ def scan_numbers(path: str, offset: int, *, dtype, inside: bytes = b"", flag: by
     values, per_line, flagged = [], [], []
     with open(path, "rb") as fh:
         fh.seek(offset)
-        tail = b""
+        tail, long_line = b"", []  # the blocks of a line longer than a block, joined once at its end
         while True:
             block = fh.read(BLOCK)
-            text = tail + block
-            if block:
-                cut = text.rfind(b"\n") + 1
-                if cut == 0:  # one line longer than a block: keep reading
-                    tail = text
-                    continue
-                text, tail = text[:cut], text[cut:]
+            cut = block.rfind(b"\n") + 1
+            if block and cut == 0:  # one line longer than a block: keep reading
+                long_line.append(block)
+                continue
+            text = b"".join([tail, *long_line, block[:cut]])
+            tail, long_line = block[cut:], []
             if text:
                 got = _scan_block(text, allowed, is_sep, flags, spaces, dtype)
                 if got is None:
