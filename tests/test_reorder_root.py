@@ -35,9 +35,9 @@ def planned(monkeypatch):
     seen = []
     real = auto_module.plan
 
-    def spy(graph, topology, time_limit, seed=0):
+    def spy(graph, topology, time_limit, *rest):
         seen.append(time_limit)
-        return real(graph, topology, time_limit, seed)
+        return real(graph, topology, time_limit, *rest)
 
     monkeypatch.setattr(auto_module, "plan", spy)
     return seen
