@@ -6,7 +6,8 @@
 
 The cases are shared out by each family's weight; a family whose reader is
 in C (OTF2) runs each case in its own process and gets ``--subprocess-cases``
-at most.  Every case's outcome is counted: read (exit 0, and for generated
+at most, the rest going to the other families, so that ``--cases`` is the
+number run in all.  Every case's outcome is counted: read (exit 0, and for generated
 files exactly what was written), refused (exit 2 and one line naming the
 input) or a problem (a traceback, a hang, another exit status, a second
 line, an error naming no input, a numpy warning, a generated file read as
@@ -59,6 +60,23 @@ def run_family(family, cases: int, rng_seed: int, keep: Path | None) -> Tally:
     return tally
 
 
+def shares(chosen, cases: int, subprocess_cases: int) -> dict[str, int]:
+    """Cases per family name: by weight, families in their own processes
+    capped at ``subprocess_cases``, the others sharing the rest (largest
+    remainders first, so that the shares sum to ``cases``), one at least."""
+    weight = sum(f.weight for f in chosen)
+    out = {f.name: max(1, min(subprocess_cases, round(cases * f.weight / weight)))
+           for f in chosen if f.subprocess}
+    free = [f for f in chosen if not f.subprocess]
+    left, free_weight = max(cases - sum(out.values()), 0), sum(f.weight for f in free)
+    exact = {f.name: left * f.weight / free_weight for f in free}
+    out.update({name: int(x) for name, x in exact.items()})
+    rest = left - sum(out[name] for name in exact)
+    for name in sorted(exact, key=lambda k: exact[k] % 1, reverse=True)[:rest]:
+        out[name] += 1
+    return {name: max(1, n) for name, n in out.items()}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", type=int, default=100_000, help="cases in all (default 100000)")
@@ -76,7 +94,7 @@ def main(argv=None) -> int:
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
     chosen = [f for f in families() if not args.families or f.name in args.families.split(",")]
-    weight = sum(f.weight for f in chosen)
+    share_of = shares(chosen, args.cases, args.subprocess_cases)
     started = time.time()
     load = os.getloadavg()
     rows = []
@@ -85,9 +103,7 @@ def main(argv=None) -> int:
     print(f"# {' '.join(['python', 'benchmarks/fuzz_readers.py', *(argv or sys.argv[1:])])}")
     print(f"{'family':<20} {'cases':>7} {'read':>7} {'refused':>8} {'problems':>9} {'seconds':>8}")
     for family in chosen:
-        share = max(1, round(args.cases * family.weight / weight))
-        if family.subprocess:
-            share = min(share, args.subprocess_cases)
+        share = share_of[family.name]
         t0 = time.time()
         scanned = SCANNED.copy()
         tally = run_family(family, share, args.seed, args.keep)
