@@ -6,13 +6,16 @@
 
 The cases are shared out by each family's weight; a family whose reader is
 in C (OTF2) runs each case in its own process and gets ``--subprocess-cases``
-at most.  Every case's outcome is counted: read (exit 0, and for generated
+at most, the rest going to the other families, so that ``--cases`` is the
+number run in all.  Every case's outcome is counted: read (exit 0, and for generated
 files exactly what was written), refused (exit 2 and one line naming the
 input) or a problem (a traceback, a hang, another exit status, a second
 line, an error naming no input, a numpy warning, a generated file read as
-something else).  Problem cases are copied under ``--keep`` with the
-command that replays them.  Prints one table row per family, the date, the
-machine and its load; exits 1 when there was a problem.
+something else, or memory past ``--memory-gb``).  Problem cases are copied
+under ``--keep`` with the command that replays them (and, for the families
+of the whole-file scan, the block size it read in).  Prints one table row
+per family, the date, the machine and its load; exits 1 when there was a
+problem.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import sys
 import time
 from datetime import datetime
@@ -31,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st  # noqa: E402
 
-from tests.fuzz_inputs import Tally, check, check_subprocess, families  # noqa: E402
+from tests.fuzz_inputs import SCANNED, Tally, check, check_subprocess, families  # noqa: E402
 
 
 def run_family(family, cases: int, rng_seed: int, keep: Path | None) -> Tally:
@@ -56,6 +60,23 @@ def run_family(family, cases: int, rng_seed: int, keep: Path | None) -> Tally:
     return tally
 
 
+def shares(chosen, cases: int, subprocess_cases: int) -> dict[str, int]:
+    """Cases per family name: by weight, families in their own processes
+    capped at ``subprocess_cases``, the others sharing the rest (largest
+    remainders first, so that the shares sum to ``cases``), one at least."""
+    weight = sum(f.weight for f in chosen)
+    out = {f.name: max(1, min(subprocess_cases, round(cases * f.weight / weight)))
+           for f in chosen if f.subprocess}
+    free = [f for f in chosen if not f.subprocess]
+    left, free_weight = max(cases - sum(out.values()), 0), sum(f.weight for f in free)
+    exact = {f.name: left * f.weight / free_weight for f in free}
+    out.update({name: int(x) for name, x in exact.items()})
+    rest = left - sum(out[name] for name in exact)
+    for name in sorted(exact, key=lambda k: exact[k] % 1, reverse=True)[:rest]:
+        out[name] += 1
+    return {name: max(1, n) for name, n in out.items()}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", type=int, default=100_000, help="cases in all (default 100000)")
@@ -65,10 +86,15 @@ def main(argv=None) -> int:
                    help="at most this many cases for a family run in its own processes (OTF2)")
     p.add_argument("--keep", type=Path, default=None, help="copy problem cases here")
     p.add_argument("--json", type=Path, default=None, help="write the table as JSON here")
+    p.add_argument("--memory-gb", type=float, default=4.0,
+                   help="the process's data limit: a case that needs more fails with MemoryError, "
+                        "a problem, instead of the machine's memory (default 4)")
     args = p.parse_args(argv)
+    limit = int(args.memory_gb * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
     chosen = [f for f in families() if not args.families or f.name in args.families.split(",")]
-    weight = sum(f.weight for f in chosen)
+    share_of = shares(chosen, args.cases, args.subprocess_cases)
     started = time.time()
     load = os.getloadavg()
     rows = []
@@ -77,17 +103,22 @@ def main(argv=None) -> int:
     print(f"# {' '.join(['python', 'benchmarks/fuzz_readers.py', *(argv or sys.argv[1:])])}")
     print(f"{'family':<20} {'cases':>7} {'read':>7} {'refused':>8} {'problems':>9} {'seconds':>8}")
     for family in chosen:
-        share = max(1, round(args.cases * family.weight / weight))
-        if family.subprocess:
-            share = min(share, args.subprocess_cases)
+        share = share_of[family.name]
         t0 = time.time()
+        scanned = SCANNED.copy()
         tally = run_family(family, share, args.seed, args.keep)
+        scanned = SCANNED - scanned
         row = {"family": family.name, "about": family.about, "cases": tally.cases,
                "read": tally.read, "refused": tally.refused, "problems": len(tally.problems),
                "seconds": round(time.time() - t0, 1), "first_problems": tally.problems[:3]}
+        if scanned:  # files the whole-file scan read, and those it left to the line loop
+            row["scan"] = {"read": scanned["read"], "line loop": scanned["fell back"]}
         rows.append(row)
         print(f"{family.name:<20} {row['cases']:>7} {row['read']:>7} {row['refused']:>8} "
               f"{row['problems']:>9} {row['seconds']:>8}", flush=True)
+        if scanned:
+            print(f"    the scan read {scanned['read']} files and left {scanned['fell back']} to the "
+                  "line loop", flush=True)
         for problem in tally.problems[:3]:
             print("    " + problem[-600:].replace("\n", "\n    "), flush=True)
     total = {k: sum(r[k] for r in rows) for k in ("cases", "read", "refused", "problems")}

@@ -9,8 +9,12 @@ a sample mutated the ways broken and hostile files are (cut short, bytes
 flipped, inserted or deleted, a NUL byte, numbers made huge, negative, NaN,
 hexadecimal or fractional, delimiters swapped, re-encoded, lines duplicated,
 emptied or swapped), or a file generated from a random graph or mapping
-whose reading is known exactly.  ``check`` runs the command through the CLI
-in this process and says what went wrong, if anything:
+whose reading is known exactly.  The readers with a whole-file scan for
+large files (METIS, edge lists) are also run with the scan taking every
+file whatever its size, in blocks of a few bytes so that lines cross block
+ends (``scanning``); the outcome must be the line loop's, to the byte of the
+output and the error line.  ``check`` runs the command through the CLI in
+this process and says what went wrong, if anything:
 
 - exit 0: a result; for generated files, exactly the graph or placement
   that was written (never a silently different one); no numpy warning;
@@ -25,6 +29,7 @@ small budget; ``benchmarks/fuzz_readers.py`` runs the long campaign.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import json
@@ -37,7 +42,7 @@ import traceback
 import warnings
 import zipfile
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Callable
 
@@ -65,6 +70,9 @@ class Case:
     names: tuple[str, ...]
     same: Callable[[Path, str], str | None] | None = None
     about: str = ""
+    #: a context to run the command under (``scanning``) whose outcome must
+    #: be the plain run's: the same exit status, error line and output files
+    variant: Callable[[], contextlib.AbstractContextManager] | None = None
 
 
 class _Hang(Exception):
@@ -110,33 +118,66 @@ def check(case: Case, keep: Path | None = None) -> tuple[str, str | None]:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _run_in_process(case: Case, d: Path, argv: list[str]) -> tuple[str, str | None]:
+def _execute(argv: list[str], context=None):
+    """``(exit status, stdout, stderr, numpy warnings)`` of the CLI run
+    under ``context``; raises ``_Hang`` past ``TIME_LIMIT``."""
     out, err = io.StringIO(), io.StringIO()
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, TIME_LIMIT)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+                warnings.catch_warnings(record=True) as caught, \
+                np.errstate(over="warn", invalid="warn", divide="warn", under="ignore"), \
+                (context() if context is not None else contextlib.nullcontext()):
             warnings.simplefilter("always")
             try:
                 rc = main(argv)
             except SystemExit as exc:
                 rc = exc.code
-    except _Hang:
-        return "problem", f"no answer within {TIME_LIMIT:g} s: {' '.join(argv)}"
-    except BaseException:  # noqa: BLE001 - a traceback is what the fuzzing looks for
-        return "problem", f"traceback from {' '.join(argv)}:\n{traceback.format_exc()}"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     numeric = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    return rc, out.getvalue(), err.getvalue(), numeric
+
+
+def _run_in_process(case: Case, d: Path, argv: list[str]) -> tuple[str, str | None]:
+    how = f" ({case.about})" if case.about else ""
+    try:
+        rc, out, err, numeric = _execute(argv, case.variant)
+        if case.variant is not None and not numeric:
+            differs = _differs_from_plain(case, d, argv, rc, err)
+            if differs:
+                return "problem", f"{differs}{how}"
+    except _Hang:
+        return "problem", f"no answer within {TIME_LIMIT:g} s: {' '.join(argv)}{how}"
+    except BaseException:  # noqa: BLE001 - a traceback is what the fuzzing looks for
+        return "problem", f"traceback from {' '.join(argv)}{how}:\n{traceback.format_exc()}"
     if numeric:
         return "problem", f"numpy warning {numeric[0].message} ({numeric[0].filename}:" \
-                          f"{numeric[0].lineno}) from {' '.join(argv)}"
+                          f"{numeric[0].lineno}) from {' '.join(argv)}{how}"
     if rc == 0:
-        problem = case.same(d, out.getvalue()) if case.same is not None else None
+        problem = case.same(d, out) if case.same is not None else None
         return ("problem", problem) if problem else ("read", None)
-    return _judged(case, argv, rc, err.getvalue())
+    return _judged(case, argv, rc, err)
+
+
+def _differs_from_plain(case: Case, d: Path, argv: list[str], rc, err: str) -> str | None:
+    """What the plain run (no ``case.variant``) does otherwise: its exit
+    status, error line or output files; None when all are the same."""
+    made = {p: p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()
+            and p.relative_to(d).as_posix() not in case.files}
+    for p in made:
+        p.unlink()
+    rc0, _, err0, _ = _execute(argv)
+    made0 = {p: p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()
+             and p.relative_to(d).as_posix() not in case.files}
+    if (rc, err.strip()) != (rc0, err0.strip()):
+        return f"exit {rc} {err.strip()!r}, but plainly exit {rc0} {err0.strip()!r} from {' '.join(argv)}"
+    if made != made0:
+        changed = sorted(p.name for p in made.keys() | made0.keys() if made.get(p) != made0.get(p))
+        return f"{', '.join(changed)} differs from the plain run's from {' '.join(argv)}"
+    return None
 
 
 def _judged(case: Case, argv: list[str], rc, stderr: str) -> tuple[str, str | None]:
@@ -371,6 +412,102 @@ def graph_family(fmt: str) -> Family:
         return Case(files, ["convert", f"{{d}}/{path}", "-o", "{d}/out.mtx"], _names(path, name))
     return Family(f"graph-{fmt}", make, covers=(fmt,), weight=2,
                   about=f"{fmt} graph files mutated, read by rankmap convert")
+
+
+# the whole-file scan of large METIS and edge-list files, on small files
+#: block sizes the scan reads in: a small block makes lines cross block ends
+SCAN_BLOCKS = (1, 5, 64, 1000, 1 << 24)
+#: cases the scan read (``read``) or left to the line loop (``fell back``)
+SCANNED: collections.Counter = collections.Counter()
+
+
+def scanned_readers() -> dict:
+    """Format module name -> module, for every reader with a whole-file
+    scan (those that have a ``_read_scanned``)."""
+    import importlib
+    import pkgutil
+
+    import rankmap.formats as formats
+
+    mods = (importlib.import_module(f"rankmap.formats.{m.name}") for m in pkgutil.iter_modules(formats.__path__))
+    return {m.__name__.rsplit(".", 1)[1]: m for m in mods if hasattr(m, "_read_scanned")}
+
+
+@contextlib.contextmanager
+def scanning(block: int):
+    """Every file through the readers' whole-file scan whatever its size,
+    read in blocks of ``block`` bytes; ``SCANNED`` counts the files the
+    scan read and those it left to the line loop."""
+    from unittest import mock
+
+    from rankmap.formats import columns
+
+    def counted(scan):
+        def wrapper(path):
+            graph = scan(path)
+            SCANNED["read" if graph is not None else "fell back"] += 1
+            return graph
+        return wrapper
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(columns, "BLOCK", block))
+        for module in scanned_readers().values():
+            stack.enter_context(mock.patch.object(module, "FAST_MIN_BYTES", 0))
+            stack.enter_context(mock.patch.object(module, "_read_scanned", counted(module._read_scanned)))
+        yield
+
+
+def _scan_samples(fmt: str) -> list[tuple[str, dict[str, bytes]]]:
+    """The graph samples and files the scan reads whole: a written edge
+    list (its comment line first), four columns, vertex weights and sizes."""
+    extra = {
+        "metis": [("v.graph", {"v.graph": b"4 4 11\n3 2 5 4 7\n1 1 5 3 6\n2 2 6 4 8\n9 1 7 3 8\n"}),
+                  ("s.graph", {"s.graph": b"% sizes\n4 3 100\n7 2\n7 1 3\n7 2\n7\n"})],
+        "edges": [("w.edges", {"w.edges": b"# src dst bytes messages  (0-based ranks)\n"
+                                          b"0 1 5.5 1\n1 2 6e3 2\n2 3 8 3\n3 0 7 4\n0 1 1 1\n"}),
+                  ("t.csv", {"t.csv": b"0,1,5\r\n1,2,6\r\n2,0,1.5E2\r\n"})],
+    }[fmt]
+    return graph_samples()[fmt] + extra
+
+
+def _metis_layout(draw) -> bytes:
+    """A valid METIS file of a random graph in any fmt and layout (sizes,
+    vertex and edge weights, spacing, CRLF, a leading comment): mutated
+    METIS files are mostly invalid, and the scan must also read the valid
+    ones exactly."""
+    n = draw(st.integers(1, 12))
+    weights = {}
+    for u, v, w in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1),
+                                           st.integers(0, 1 << 40)), max_size=3 * n)):
+        if u != v:
+            weights[(u, v)] = weights[(v, u)] = w
+    fmt = draw(st.sampled_from(["", "0", "1", "001", "10", "11", "100", "101", "110", "111"]))
+    has_size, has_vw, has_ew = (c == "1" for c in fmt.zfill(3))
+    sep, eol = draw(st.sampled_from([" ", "  ", "\t", " \t"])), draw(st.sampled_from(["\n", "\r\n"]))
+    lines = ["% generated"] if draw(st.booleans()) else []
+    lines.append(sep.join([str(n), str(len(weights) // 2)] + ([fmt] if fmt else [])))
+    for u in range(n):
+        words = [str(draw(st.integers(0, 99)))] * has_size + [str(draw(st.integers(0, 1 << 40)))] * has_vw
+        for v in sorted((v for (a, v) in weights if a == u), key=lambda _: draw(st.integers(0, 9))):
+            words += [str(v + 1)] + [str(weights[(u, v)])] * has_ew
+        lines.append(sep.join(words))
+    return (eol.join(lines) + eol * draw(st.integers(0, 2))).encode()
+
+
+def scanned_family(fmt: str, module: str) -> Family:
+    def make(draw):
+        if fmt == "metis" and draw(st.booleans()):
+            data = _metis_layout(draw)
+            path = name = "l.graph"
+            files = {name: mutate(draw, data) if draw(st.booleans()) else data}
+        else:
+            path, files, name = mutated_sample(draw, _scan_samples(fmt))
+        block = draw(st.sampled_from(SCAN_BLOCKS))
+        return Case(files, ["convert", f"{{d}}/{path}", "-o", "{d}/out.mtx"], _names(path, name),
+                    variant=partial(scanning, block), about=f"scanned in blocks of {block} bytes")
+    return Family(f"scanned-{fmt}", make, covers=(f"scan:{module}",), weight=2,
+                  about=f"{fmt} graph files mutated, read by the whole-file scan whatever their size "
+                        "and compared with the line loop's reading")
 
 
 def trace_family(fmt: str) -> Family:
@@ -675,8 +812,11 @@ def _generated_graph_case(draw) -> Case:
                     f"got\n{got}")
         return None
 
+    variant = None
+    if fmt in ("edges", "metis") and draw(st.booleans()):  # the scan too must read exactly that graph
+        variant = partial(scanning, draw(st.sampled_from(SCAN_BLOCKS)))
     return Case({name: text.encode()}, ["convert", f"{{d}}/{name}", *extra, "-o", "{d}/out.mtx"],
-                (name,), same=same)
+                (name,), same=same, variant=variant)
 
 
 def _generated_launch_case(draw) -> Case:
@@ -731,6 +871,7 @@ def families() -> list[Family]:
     from rankmap.formats import GRAPH_FORMATS, LAUNCH_FORMATS
 
     out = [graph_family(f) for f in ("metis", "mtx", "edges", "dense", "ompi", "eztrace")]
+    out += [scanned_family("metis", "metis"), scanned_family("edges", "edge_list")]
     out += [trace_family(f) for f in ("trace", "mpip", "dumpi", "liballprof", "otf2")]
     out += [
         Family("trace-members", _trace_members_case, covers=("trace",), weight=2,
@@ -759,6 +900,7 @@ def families() -> list[Family]:
     covered = {c for f in out for c in f.covers}
     missing = [f for f in GRAPH_FORMATS if f not in covered]
     missing += [k for k in LAUNCH_FORMATS if f"launch:{k}" not in covered]
+    missing += [f"scan:{m}" for m in scanned_readers() if f"scan:{m}" not in covered]
     assert not missing, f"formats without a fuzz family: {missing}"
     return out
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
 from rankmap.formats import GRAPH_FORMATS, LAUNCH_FORMATS
-from tests.fuzz_inputs import (DATA, ROOT, Case, check, check_subprocess, families, launch_samples,
-                               trace_samples)
+from tests.fuzz_inputs import (DATA, ROOT, SCANNED, Case, check, check_subprocess, families,
+                               launch_samples, scanned_readers, trace_samples)
 
 #: cases per family and weight unit in CI (fixed seed: the same cases every run)
 CI_EXAMPLES = int(os.environ.get("RANKMAP_FUZZ_EXAMPLES", "40"))
@@ -30,6 +30,7 @@ def test_every_reader_and_launch_format_has_a_family():
     assert {f"launch:{k}" for k in LAUNCH_FORMATS} <= covered
     assert {"topology:hwloc", "topology:file", "topology:switches", "topology:gpu-node",
             "topology:hierarchy", "hosts:file", "hosts:list", "generated"} <= covered
+    assert {f"scan:{m}" for m in scanned_readers()} == {"scan:metis", "scan:edge_list"} <= covered
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -45,7 +46,11 @@ def test_fuzz_family(name):
         outcome, problem = run(family.make(data.draw))
         assert problem is None, problem
 
+    before = SCANNED.copy()
     fuzz()
+    if name.startswith("scanned-"):  # the scan itself reads a good share, not only its fall-back
+        scanned = SCANNED - before
+        assert scanned["read"] >= examples // 10, dict(scanned)
 
 
 # ------------------------------------------------------------- named inputs
@@ -213,3 +218,36 @@ def test_a_dumpi_index_pointing_past_any_file_is_refused():
     outcome, problem = _only({**files, "dumpi/testtrace-0003.bin": bytes(data)},
                              ["show", f"{{d}}/{path}"], ("testtrace-0003.bin: DUMPI index points outside",))
     assert (outcome, problem) == ("refused", None)
+
+
+def test_a_rank_number_past_the_file_is_refused_without_counting_to_it():
+    """A rank 10^14 in an mpiP task line or a liballprof file name: the
+    first missing rank is named at once (counting every rank up to it
+    filled the memory)."""
+    _, files = trace_samples()["mpip"][0]
+    mpip = files["small.mpiP"].replace(b"Assignment      : 3 ", b"Assignment      : 99999999999999 ", 1)
+    assert _only({"small.mpiP": mpip}, ["show", "{d}/small.mpiP"],
+                 ("small.mpiP: no '@ MPI Task Assignment' line for rank 3",)) == ("refused", None)
+    _, files = trace_samples()["liballprof"][0]
+    files = dict(files)
+    files["lap/pmpi-trace-rank-99999999999999.txt"] = files.pop("lap/pmpi-trace-rank-3.txt")
+    assert _only(files, ["show", "{d}/lap"], ("lacks the file of rank 3",)) == ("refused", None)
+
+
+def test_mpip_message_counts_not_finite_or_past_int64_are_refused_at_their_line():
+    """A matrix row's count of ``inf``, ``nan`` or 1e30 (the cast to whole
+    messages overflowed), and finite counts whose sum passes int64."""
+    _, files = trace_samples()["mpip"][0]
+    text = files["small.mpiP"]
+    row = b"0\t3\t4000\t3\n"
+    line = text[:text.index(row)].count(b"\n") + 1
+    for count, said in ((b"inf", "message count inf is not a finite"),
+                        (b"nan", "message count nan is not a finite"),
+                        (b"1e30", "message count '1e30' is too large")):
+        mpip = text.replace(row, b"0\t3\t4000\t" + count + b"\n", 1)
+        for argv in (["show", "{d}/small.mpiP"], ["convert", "{d}/small.mpiP", "-o", "{d}/o.mtx"]):
+            assert _only({"small.mpiP": mpip}, argv, (f"small.mpiP:{line}: {said}",)) == \
+                ("refused", None)
+    twice = text.replace(row, b"0\t3\t4000\t4611686018427387904\n0\t3\t1\t4611686018427387904\n", 1)
+    assert _only({"small.mpiP": twice}, ["convert", "{d}/small.mpiP", "-o", "{d}/o.mtx"],
+                 ("small.mpiP: the p2p bytes or messages of a pair sum past",)) == ("refused", None)

@@ -147,3 +147,38 @@ def test_rows_in_order_are_kept_or_canonicalised_as_from_edges():
     edges = CommGraph.from_edges(np.repeat(np.arange(3), np.diff(indptr)), indices, data, n=3)
     _same(rows, edges)
     assert rows.self_bytes == edges.self_bytes == 7.0
+
+
+def test_an_integer_past_int64_is_read_as_the_line_loop_reads_it(tmp_path, scanned, monkeypatch):
+    """numpy reads 99999999999999999999 as 2^63 - 1 where Python reads
+    1e20: the scan reparses such a block as floats (edge lists) or leaves
+    the file to the line loop (METIS, whose counts are integers)."""
+    f = tmp_path / "t.edges"
+    f.write_text("0 1 99999999999999999999\n1 0 5 \n")
+    got = edge_list._read_scanned(str(f))
+    assert got is not None and got.coo()[2].tolist() == [1e20, 5.0]
+    monkeypatch.setattr(edge_list, "FAST_MIN_BYTES", 1 << 40)
+    _same(got, edge_list.read_edge_list(str(f)))
+    g = tmp_path / "g.graph"
+    g.write_text("2 1 1\n2 9223372036854775808\n1 9223372036854775808\n")
+    assert metis._read_scanned(str(g)) is None
+
+
+@pytest.mark.parametrize("text", [
+    "# src dst\rs 1 2\n0 1 5\n",     # a carriage return inside a comment: a line of its own
+    "0 1\r5 2\n1 0 5 1\n",           # ... inside the edges: two lines of two fields
+    "# (0-based rank\xd8)\n0 1 5\n",  # a comment that is not UTF-8 (latin-1)
+])
+def test_edge_lines_that_the_line_loop_splits_or_refuses_go_to_it(tmp_path, scanned, text):
+    f = tmp_path / "t.edges"
+    f.write_bytes(text.encode("latin-1"))
+    assert edge_list._read_scanned(str(f)) is None
+    with pytest.raises(FormatError, match="t.edges"):
+        read_graph(f)
+
+
+@pytest.mark.parametrize("text", ["% c\xd8\n2 1\n2\n1\n", "2\r1\n2\n1\n", "2 1\n2\r\n1\r\r\n"])
+def test_metis_lines_that_the_line_loop_splits_or_refuses_go_to_it(tmp_path, scanned, text):
+    f = tmp_path / "g.graph"
+    f.write_bytes(text.encode("latin-1"))
+    assert metis._read_scanned(str(f)) is None

@@ -21,12 +21,27 @@ import numpy as np
 BLOCK = 1 << 24  # bytes of text per step (16 MiB)
 FAST_MIN_BYTES = 1 << 20  # smaller files: the line loop is as quick and reads them alone
 SEPARATORS = b" \t\r\n,"
+_SATURATED = np.iinfo(np.int64).max  # what numpy reads an integer past int64 as (-1 - it below)
 
 
 def _table(chars: bytes) -> np.ndarray:
     lut = np.zeros(256, dtype=bool)
     lut[np.frombuffer(chars, dtype=np.uint8)] = True
     return lut
+
+
+def one_text_line(line: bytes) -> bool:
+    """Whether a line a reader skips or reads before the scan (a comment,
+    a header) is one line of UTF-8 text to its line loop too: a carriage
+    return inside it starts another line there, and a byte that is not
+    UTF-8 is an error the line loop names."""
+    if b"\r" in line.rstrip(b"\r\n"):
+        return False
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class Scan:
@@ -57,16 +72,15 @@ def scan_numbers(path: str, offset: int, *, dtype, inside: bytes = b"", flag: by
     values, per_line, flagged = [], [], []
     with open(path, "rb") as fh:
         fh.seek(offset)
-        tail = b""
+        tail, long_line = b"", []  # the blocks of a line longer than a block, joined once at its end
         while True:
             block = fh.read(BLOCK)
-            text = tail + block
-            if block:
-                cut = text.rfind(b"\n") + 1
-                if cut == 0:  # one line longer than a block: keep reading
-                    tail = text
-                    continue
-                text, tail = text[:cut], text[cut:]
+            cut = block.rfind(b"\n") + 1
+            if block and cut == 0:  # one line longer than a block: keep reading
+                long_line.append(block)
+                continue
+            text = b"".join([tail, *long_line, block[:cut]])
+            tail, long_line = block[cut:], []
             if text:
                 got = _scan_block(text, allowed, is_sep, flags, spaces, dtype)
                 if got is None:
@@ -89,6 +103,9 @@ def _scan_block(text: bytes, allowed, is_sep, flags, spaces: bytes, dtype):
     data = np.frombuffer(text, dtype=np.uint8)
     if not allowed[data].all():
         return None
+    cr = np.flatnonzero(data == 13)  # a carriage return ends a line unless "\r\n" (universal newlines)
+    if cr.size and (cr[-1] + 1 == data.size or (data[np.minimum(cr + 1, data.size - 1)] != 10).any()):
+        return None
     sep = is_sep[data]
     start = ~sep  # a number starts at a non-separator after a separator
     start[1:] &= sep[:-1]
@@ -102,6 +119,10 @@ def _scan_block(text: bytes, allowed, is_sep, flags, spaces: bytes, dtype):
     parse = np.int64 if at.size == 0 else dtype
     try:
         vals = np.fromstring(text.translate(spaces), dtype=parse, sep=" ")
+        if parse is np.int64 and vals.size and (vals.max() == _SATURATED or vals.min() < -_SATURATED):
+            if dtype is np.int64:  # past int64: numpy saturates where the line loop reads it exactly
+                return None
+            vals = np.fromstring(text.translate(spaces), dtype=dtype, sep=" ")
     except ValueError:  # a number it cannot read to its end ("1.5" as an integer, "0x1f")
         return None
     if vals.size != int(counts.sum()):

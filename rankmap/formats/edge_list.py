@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from ..graph import CommGraph
-from .columns import FAST_MIN_BYTES, scan_numbers
+from .columns import FAST_MIN_BYTES, one_text_line, scan_numbers
 from .common import MAX_TASKS, FormatError, _err, _num, check_number
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.()\-]*")
@@ -110,12 +110,14 @@ def _read_scanned(path: str) -> CommGraph | None:
     read it: a header row, comments after the first edge, signs, words,
     ranks not written as plain decimals, lines of different lengths,
     anything out of range.  Comment lines before the first edge (the one
-    ``write_edge_list`` puts there) are skipped."""
+    ``write_edge_list`` puts there) are skipped if they are UTF-8 text."""
     offset = 0
     with open(path, "rb") as fh:
         for line in fh:
             if line.strip() and not line.lstrip().startswith(b"#"):
                 break
+            if not one_text_line(line):
+                return None
             offset += len(line)
     scan = scan_numbers(path, offset, dtype=np.float64, inside=b".eE+", flag=b".eE+")
     if scan is None:

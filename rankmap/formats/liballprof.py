@@ -80,10 +80,10 @@ def trace_files(path: str) -> list[tuple[int, str]]:
             out.append((int(mm.group(2)), f))
     out.sort()
     ranks = [r for r, _ in out]
-    if ranks != list(range(len(ranks))):
-        missing = sorted(set(range(max(ranks) + 1)) - set(ranks))
-        raise FormatError(f"{folder}: liballprof trace lacks the file of rank {missing[0]} "
-                          f"({prefix}{missing[0]}{suffix})")
+    if ranks != list(range(len(ranks))):  # the first rank without its file
+        missing = next(r for r in range(len(ranks) + 1) if r >= len(ranks) or ranks[r] != r)
+        raise FormatError(f"{folder}: liballprof trace lacks the file of rank {missing} "
+                          f"({prefix}{missing}{suffix})")
     return out
 
 

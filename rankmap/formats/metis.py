@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from ..graph import CommGraph
-from .columns import FAST_MIN_BYTES, scan_numbers
+from .columns import FAST_MIN_BYTES, one_text_line, scan_numbers
 from .common import MAX_INT, FormatError, _data_lines, _err, _numbers, declared_size
 
 
@@ -106,14 +106,16 @@ def _read_lines(path: str) -> CommGraph:
 
 def _read_scanned(path: str) -> CommGraph | None:
     """The graph by whole-file scanning, or None where anything is unusual
-    (comments after the header, signs, a line that is not a vertex, a
-    neighbour out of range, an asymmetric pair...): then ``_read_lines``
-    reads the file and says what is wrong where."""
+    (comments after the header or not UTF-8, signs, a line that is not a
+    vertex, a neighbour out of range, an asymmetric pair...): then
+    ``_read_lines`` reads the file and says what is wrong where."""
     with open(path, "rb") as fh:
         offset, header = 0, None
         for line in fh:
             offset += len(line)
             text = line.strip()
+            if not one_text_line(text):
+                return None
             if text and not text.startswith(b"%"):
                 header = text.split()
                 break

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ..trace import Trace
-from .common import FormatError, _err
+from .common import MAX_INT, FormatError, _err, check_number
 from .traffic_table import PairTable
 
 _TASK = re.compile(r"^@ MPI Task Assignment\s*:\s*(\d+)\s+(\S+)")
@@ -67,11 +67,16 @@ def read_mpip(path: str) -> Trace:
                                          f"TotalCount', got {text[:60]!r}")
                 try:
                     src, dst = int(fields[0]), int(fields[1])
-                    nbytes, count = float(fields[2]), float(fields[3])
-                except ValueError:
+                    nbytes = check_number(path, no, float(fields[2]), "byte count")
+                    count = check_number(path, no, float(fields[3]), "message count")
+                except ValueError as exc:
+                    if isinstance(exc, FormatError):
+                        raise
                     raise _err(path, no, f"matrix row is not numbers: {text[:60]!r}") from None
                 if min(src, dst) < 0 or nbytes < 0 or count < 0:
                     raise _err(path, no, "negative rank, byte or message count")
+                if count > MAX_INT:
+                    raise _err(path, no, f"message count {fields[3]!r} is too large")
                 if max(src, dst) >= n:
                     raise _err(path, no, f"rank {max(src, dst)} outside the report's {n} ranks")
                 table.add("p2p", src, dst, nbytes, count)
@@ -89,7 +94,7 @@ def _rank_count(path: str, hosts: dict) -> int:
         raise FormatError(f"{path}: no '@ MPI Task Assignment' lines before the matrix: the "
                           "report lacks its rank list")
     n = max(hosts) + 1
-    missing = sorted(set(range(n)) - set(hosts))
-    if missing:
-        raise FormatError(f"{path}: no '@ MPI Task Assignment' line for rank {missing[0]}")
+    if n != len(hosts):  # the first rank without its line (found among as many as there are lines)
+        missing = next(r for r in range(len(hosts) + 1) if r not in hosts)
+        raise FormatError(f"{path}: no '@ MPI Task Assignment' line for rank {missing}")
     return n

@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..profile.collectives import plan
+from ..limits import MAX_INT
 from ..trace import RankInfo, Trace
 
 KINDS = ("p2p", "collective", "rma")
@@ -26,20 +27,21 @@ class PairTable:
     ``add`` buffers one event; the buffer is folded into per-pair sums once
     it holds ``_FLUSH`` events or as many as there are pairs, so memory
     stays O(pairs + _FLUSH) however long the trace, and each fold's sort is
-    paid for by as many new events.  A byte count that is negative or not
-    a number (a damaged record) is remembered and refused by ``to_trace``:
-    summed into its pair it would go unseen."""
+    paid for by as many new events.  A byte or message count that is
+    negative or not a number (a damaged record) is remembered and refused
+    by ``to_trace``: summed into its pair it would go unseen."""
 
     def __init__(self):
         self._sums = {k: (np.zeros(0, np.int64), np.zeros(0), np.zeros(0)) for k in KINDS}
         self._buf = {k: ([], [], [], []) for k in KINDS}
         self._pending = 0
         self._limit = _FLUSH
-        self.bad_bytes: float | None = None
+        self.bad_count: str | None = None  # the first damaged record's count, said as a phrase
 
     def add(self, kind: str, src: int, dst: int, nbytes: float, msgs: float = 1.0) -> None:
-        if not 0 <= nbytes < np.inf and self.bad_bytes is None:
-            self.bad_bytes = nbytes
+        if self.bad_count is None and not (0 <= nbytes < np.inf and 0 <= msgs < np.inf):
+            self.bad_count = f"a recorded message of {nbytes!r} bytes" if not 0 <= nbytes < np.inf \
+                else f"a record of {msgs!r} messages"
         s, d, b, m = self._buf[kind]
         s.append(src)
         d.append(dst)
@@ -75,9 +77,14 @@ class PairTable:
         """The run as a rankmap ``Trace``: ``hosts`` per world rank (None
         where the format does not say), ``times`` optional (start, end)
         per rank."""
-        if self.bad_bytes is not None:
-            raise ValueError(f"{source}: a recorded message of {self.bad_bytes!r} bytes: counts "
-                             "are finite and >= 0 (a damaged trace?)")
+        if self.bad_count is not None:
+            raise ValueError(f"{source}: {self.bad_count}: counts are finite and >= 0 "
+                             "(a damaged trace?)")
+        self._fold()
+        for kind, (_, b, m) in self._sums.items():
+            if b.size and not (np.isfinite(b).all() and m.max() < MAX_INT):
+                raise ValueError(f"{source}: the {kind} bytes or messages of a pair sum past "
+                                 f"{MAX_INT:.3g} (a damaged trace?)")
         edges = {k: self.edges(k) for k in KINDS}
         for e in edges.values():
             if e["src"].size and max(e["src"].max(), e["dst"].max()) >= nranks:
