@@ -226,30 +226,27 @@ def _pairwise_breakdown(graph: CommGraph, topology, pe):
 
 def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, group_nodes):
     """What ``_pairwise_breakdown`` gives, on a uniform hierarchy, from the
-    per-PE sums of one compiled pass (``cost_kernel.uniform_pass``): a
-    depth-d group's up link carries what its PEs send beyond it (LCA above
-    depth d), its down link what they receive less what they send each
-    other."""
-    from .cost_kernel import uniform_pass
+    per-PE sums of one compiled pass (``cost_kernel``); the links' loads
+    come per group and are placed at the groups' node ids."""
+    from .cost_kernel import group_loads, uniform_pass
 
-    sent, received, same_pairs, same_bytes = uniform_pass(*_rows(graph), pe, sizes)
+    within, same, received, same_pairs = uniform_pass(*_rows(graph), pe, sizes)
     leaves = sizes.size - 1  # the leaves' depth
-    per_depth = sent.sum(axis=0)
-    beyond = np.cumsum(sent, axis=1)  # beyond[p, d - 1]: what p sends out of its depth-d group
-    sent_off = beyond[:, -1]
+    shared = np.append(within.sum(axis=0), 0.0)  # bytes between PEs that share their depth-d group
+    per_depth = shared[:-1] - shared[1:]  # ... whose LCA is at depth d
+    offsets = np.concatenate([[0], np.cumsum([ids.size for ids in group_nodes])]).astype(np.int64)
+    up, down = group_loads(within, received, sizes, offsets)
     loads = np.zeros(2 * topology.n_nodes)
     for d in range(1, leaves + 1):  # the root (depth 0) has no link above it
-        out, inside = beyond[:, d - 1], sent_off - beyond[:, d - 1]
-        loads[group_nodes[d]] = out.reshape(-1, sizes[d]).sum(axis=1)
-        loads[topology.n_nodes + group_nodes[d]] = (received.reshape(-1, sizes[d]).sum(axis=1)
-                                                    - inside.reshape(-1, sizes[d]).sum(axis=1))
+        loads[group_nodes[d]] = up[offsets[d]:offsets[d + 1]]
+        loads[topology.n_nodes + group_nodes[d]] = down[offsets[d]:offsets[d + 1]]
     kinds = topology.level_kinds()
     levels = [{"depth": d, "level": kinds[d], "bytes": float(per_depth[d]), "distance": float(dists[d])}
               for d in range(leaves - 1, -1, -1) if per_depth[d] > 0]
     if same_pairs:
-        levels.insert(0, {"depth": leaves, "level": "same PE", "bytes": float(same_bytes), "distance": 0.0})
+        levels.insert(0, {"depth": leaves, "level": "same PE", "bytes": float(same.sum()), "distance": 0.0})
     hop_bytes = float(np.dot(per_depth, 2.0 * (leaves - np.arange(leaves))))
-    return float(np.dot(per_depth, dists[:leaves])), levels, hop_bytes, loads, sent_off + received
+    return float(np.dot(per_depth, dists[:leaves])), levels, hop_bytes, loads, within[:, 0] + received
 
 
 def _tree_breakdown(topology: Topology, p, q, w, lca):

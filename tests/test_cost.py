@@ -107,4 +107,8 @@ def test_uniform_pass_equals_pairwise_path(monkeypatch, hierarchy, distances, ma
             assert x == {**y, "bytes": pytest.approx(y["bytes"], rel=1e-12)}
         assert {k: v for k, v in b.items() if k not in numbers} == {k: v for k, v in a.items() if k not in numbers}
         assert one_pass.J == pytest.approx(mapping_cost(g, t, pe), rel=1e-12)
+        # every link's load both ways and every PE's bytes, not only the largest
+        loads, pe_bytes = cost._uniform_breakdown(g, t, pe, *cost._uniform_groups(g, t))[3:]
+        assert loads == pytest.approx(cost._pairwise_breakdown(g, t, pe)[3], rel=1e-12, abs=1e-9)
+        assert pe_bytes == pytest.approx(cost._pairwise_breakdown(g, t, pe)[4], rel=1e-12, abs=1e-9)
         assert a["J"] > 0 and a["bottleneck"] > 0
