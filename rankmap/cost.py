@@ -6,7 +6,8 @@ Beside J: bytes per level (traffic by the depth of the lowest common
 ancestor of the two PEs), the bottleneck (max bytes over one tree link in one
 direction; links are full duplex), the link time (max over links of bytes
 over the link's bandwidth, ``topology.bandwidth``: what a bandwidth-bound
-program waits for) and the average number of tree links a byte crosses.  All O(m * depth), vectorised.  A ``MeshTopology`` (not a tree)
+program waits for) and the average number of tree links a byte crosses.  All O(m * depth), vectorised;
+on a uniform hierarchy of a million pairs or more, one compiled pass (``cost_kernel``).  A ``MeshTopology`` (not a tree)
 answers the same questions itself: ``distance`` in hops, ``link_loads``
 under dimension-ordered routing, ``traffic_breakdown`` for the levels.
 """
