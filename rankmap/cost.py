@@ -6,7 +6,8 @@ Beside J: bytes per level (traffic by the depth of the lowest common
 ancestor of the two PEs), the bottleneck (max bytes over one tree link in one
 direction; links are full duplex), the link time (max over links of bytes
 over the link's bandwidth, ``topology.bandwidth``: what a bandwidth-bound
-program waits for) and the average number of tree links a byte crosses.  All O(m * depth), vectorised.  A ``MeshTopology`` (not a tree)
+program waits for) and the average number of tree links a byte crosses.  All O(m * depth), vectorised;
+on a uniform hierarchy of a million pairs or more, one compiled pass (``cost_kernel``).  A ``MeshTopology`` (not a tree)
 answers the same questions itself: ``distance`` in hops, ``link_loads``
 under dimension-ordered routing, ``traffic_breakdown`` for the levels.
 """
@@ -38,6 +39,29 @@ def mapping_cost(graph: CommGraph, topology: Topology, pe_of_task) -> float:
 
 
 COST_SLICE = 1 << 22  # pairs per slice of mapping_cost
+#: pairs from which ``evaluate`` takes the compiled pass on a uniform
+#: hierarchy (below, numpy's milliseconds do not pay importing numba)
+UNIFORM_PASS_PAIRS = 1 << 20
+
+
+def _uniform_groups(graph: CommGraph, topology) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:
+    """(PEs per group and LCA distance per depth, root first and the leaves
+    last, and the node ids of each depth's groups) where the one-pass
+    kernels of ``cost_kernel`` apply: a tree built by ``Topology.uniform``,
+    no link matrices, at least ``UNIFORM_PASS_PAIRS`` pairs; else None."""
+    if (not isinstance(topology, Topology) or topology._levels is None or topology.has_links
+            or graph.n_edges < UNIFORM_PASS_PAIRS):
+        return None
+    sizes, dists = topology._levels
+    return (np.asarray(list(sizes) + [1], dtype=np.int64), np.asarray(list(dists) + [0.0], dtype=np.float64),
+            topology.level_node_ids())
+
+
+def _rows(graph: CommGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The graph's CSR arrays in the kernels' types (no copy when they are)."""
+    indptr, indices, w = graph.rows()
+    return (np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64),
+            np.asarray(w, dtype=np.float64))
 
 
 def link_time(graph: CommGraph, topology, pe_of_task) -> float:
@@ -154,29 +178,20 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
         validate_mapping(pe, graph, topology, eps=eps)
     pe_load = np.bincount(pe, weights=graph.vertex_weights, minlength=topology.n_pes)
     max_pe_load = float(pe_load.max()) if pe_load.size else 0.0
-    src, dst, w = graph.coo()
-    total = float(w.sum())
-    if w.size == 0:
+    total = graph.total_bytes
+    if graph.n_edges == 0:
         return CostReport(0.0, 0.0, [], 0.0, 0.0, max_pe_load=max_pe_load, comm_factor=comm_factor,
                           makespan=None if comm_factor is None else max_pe_load,
                           link_time_unit=link_bandwidths(topology).unit)
-    p, q = pe[src], pe[dst]
-    lca = None
-    if isinstance(topology, Topology):
-        lca = topology.lca(p, q)
-        J, levels, hop_bytes = _tree_breakdown(topology, p, q, w, lca)
+    uniform = _uniform_groups(graph, topology)
+    if uniform is not None:
+        J, levels, hop_bytes, loads, pe_bytes = _uniform_breakdown(graph, topology, pe, *uniform)
     else:
-        J = float(np.dot(w, topology.distance(p, q)))
-        levels, hops = topology.traffic_breakdown(p, q, w)
-        hop_bytes = float(np.dot(w, hops))
-    loads = all_link_loads(topology, p, q, w, lca)
+        J, levels, hop_bytes, loads, pe_bytes = _pairwise_breakdown(graph, topology, pe)
     top = int(np.argmax(loads))
     model = link_bandwidths(topology)
     times = model.times(loads)
     slowest = int(np.argmax(times))
-    off_pe = p != q
-    pe_bytes = (np.bincount(p[off_pe], weights=w[off_pe], minlength=topology.n_pes)
-                + np.bincount(q[off_pe], weights=w[off_pe], minlength=topology.n_pes))
     busiest = int(np.argmax(pe_bytes))
     bottleneck = float(loads[top])
     return CostReport(J=J, total_bytes=total, bytes_per_level=levels, bottleneck=bottleneck,
@@ -188,6 +203,51 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
                       link_time=float(times[slowest]), link_time_unit=model.unit,
                       busiest_link=link_label(topology, slowest) if times[slowest] > 0 else "",
                       busiest_link_bytes=float(loads[slowest]))
+
+
+def _pairwise_breakdown(graph: CommGraph, topology, pe):
+    """J, bytes per level, bytes x links crossed, ``all_link_loads`` and
+    each PE's off-PE bytes, from arrays over the pairs (any machine)."""
+    src, dst, w = graph.coo()
+    p, q = pe[src], pe[dst]
+    lca = None
+    if isinstance(topology, Topology):
+        lca = topology.lca(p, q)
+        J, levels, hop_bytes = _tree_breakdown(topology, p, q, w, lca)
+    else:
+        J = float(np.dot(w, topology.distance(p, q)))
+        levels, hops = topology.traffic_breakdown(p, q, w)
+        hop_bytes = float(np.dot(w, hops))
+    loads = all_link_loads(topology, p, q, w, lca)
+    off_pe = p != q
+    pe_bytes = (np.bincount(p[off_pe], weights=w[off_pe], minlength=topology.n_pes)
+                + np.bincount(q[off_pe], weights=w[off_pe], minlength=topology.n_pes))
+    return J, levels, hop_bytes, loads, pe_bytes
+
+
+def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, group_nodes):
+    """What ``_pairwise_breakdown`` gives, on a uniform hierarchy, from the
+    per-PE sums of one compiled pass (``cost_kernel``); the links' loads
+    come per group and are placed at the groups' node ids."""
+    from .cost_kernel import group_loads, uniform_pass
+
+    within, same, received, same_pairs = uniform_pass(*_rows(graph), pe, sizes)
+    leaves = sizes.size - 1  # the leaves' depth
+    shared = np.append(within.sum(axis=0), 0.0)  # bytes between PEs that share their depth-d group
+    per_depth = shared[:-1] - shared[1:]  # ... whose LCA is at depth d
+    offsets = np.concatenate([[0], np.cumsum([ids.size for ids in group_nodes])]).astype(np.int64)
+    up, down = group_loads(within, received, sizes, offsets)
+    loads = np.zeros(2 * topology.n_nodes)
+    for d in range(1, leaves + 1):  # the root (depth 0) has no link above it
+        loads[group_nodes[d]] = up[offsets[d]:offsets[d + 1]]
+        loads[topology.n_nodes + group_nodes[d]] = down[offsets[d]:offsets[d + 1]]
+    kinds = topology.level_kinds()
+    levels = [{"depth": d, "level": kinds[d], "bytes": float(per_depth[d]), "distance": float(dists[d])}
+              for d in range(leaves - 1, -1, -1) if per_depth[d] > 0]
+    if same_pairs:
+        levels.insert(0, {"depth": leaves, "level": "same PE", "bytes": float(same.sum()), "distance": 0.0})
+    hop_bytes = float(np.dot(per_depth, 2.0 * (leaves - np.arange(leaves))))
+    return float(np.dot(per_depth, dists[:leaves])), levels, hop_bytes, loads, within[:, 0] + received
 
 
 def _tree_breakdown(topology: Topology, p, q, w, lca):

@@ -179,6 +179,11 @@ class CommGraph:
         src, dst, w = self.coo()
         return np.bincount(src, weights=w, minlength=self._n) + np.bincount(dst, weights=w, minlength=self._n)
 
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(indptr, indices, bytes): the pairs row by row, without the m
+        source ids ``coo`` spells out (the compiled passes read these)."""
+        return self._b
+
     def coo(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(src, dst, bytes) of every directed pair with traffic, in row order."""
         indptr, indices, data = self._b

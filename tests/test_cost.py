@@ -77,3 +77,38 @@ def test_balance_rule_strict_and_sharedmap():
     assert rep["L_max"] == 3 and rep["balanced"]
     rep = balance_report(np.array([0] * 4 + [1] * 2 + [2] * 2 + [3] * 2), np.ones(10), 4, 0.03)
     assert not rep["balanced"]
+
+
+@pytest.mark.parametrize("hierarchy,distances", [("2", "3"), ("2:2", "1:10"), ("3:2:2", "1:5:20"),
+                                                 ("4:16:8", "1:10:100"), ("2:3:1:4", "1:2:7:50")])
+@pytest.mark.parametrize("many", [False, True])
+def test_uniform_pass_equals_pairwise_path(monkeypatch, hierarchy, distances, many):
+    """On a uniform hierarchy the one compiled pass (``cost_kernel``) gives
+    the report the pairwise numpy path gives: several trees, graphs
+    with asymmetric bytes, one-to-one and many-to-one mappings (same-PE
+    pairs)."""
+    from rankmap import cost
+
+    t = topology_from_strings(hierarchy, distances)
+    rng = np.random.default_rng(len(hierarchy) + many)
+    n = 3 * t.n_pes if many else t.n_pes
+    m = 8 * n
+    g = CommGraph.from_edges(rng.integers(0, n, m), rng.integers(0, n, m), rng.integers(1, 1000, m) * 1.5, n=n)
+    for pe in ([rng.integers(0, t.n_pes, n), np.arange(n) % t.n_pes] if many
+               else [rng.permutation(n), np.arange(n)]):
+        monkeypatch.setattr(cost, "UNIFORM_PASS_PAIRS", 1 << 62)
+        pairwise = evaluate(g, t, pe, check=False, comm_factor=2.0)
+        monkeypatch.setattr(cost, "UNIFORM_PASS_PAIRS", 0)
+        one_pass = evaluate(g, t, pe, check=False, comm_factor=2.0)
+        a, b = pairwise.as_dict(), one_pass.as_dict()
+        numbers = [k for k, v in a.items() if isinstance(v, float)]
+        assert {k: b[k] for k in numbers} == pytest.approx({k: a[k] for k in numbers}, rel=1e-12)
+        for x, y in zip(b.pop("bytes_per_level"), a.pop("bytes_per_level"), strict=True):
+            assert x == {**y, "bytes": pytest.approx(y["bytes"], rel=1e-12)}
+        assert {k: v for k, v in b.items() if k not in numbers} == {k: v for k, v in a.items() if k not in numbers}
+        assert one_pass.J == pytest.approx(mapping_cost(g, t, pe), rel=1e-12)
+        # every link's load both ways and every PE's bytes, not only the largest
+        loads, pe_bytes = cost._uniform_breakdown(g, t, pe, *cost._uniform_groups(g, t))[3:]
+        assert loads == pytest.approx(cost._pairwise_breakdown(g, t, pe)[3], rel=1e-12, abs=1e-9)
+        assert pe_bytes == pytest.approx(cost._pairwise_breakdown(g, t, pe)[4], rel=1e-12, abs=1e-9)
+        assert a["J"] > 0 and a["bottleneck"] > 0

@@ -21,7 +21,8 @@ from numba import njit
 
 __all__ = ["njit"]
 
-_KERNEL_DIRS = ("construct", "refine", "mesh")  # the subpackages whose modules hold cached kernels
+#: the directories, from this package, whose modules hold cached kernels (the package root: ``cost_kernel``)
+_KERNEL_DIRS = ("construct", "refine", "mesh", os.pardir)
 
 
 def _writable(path: str) -> bool:

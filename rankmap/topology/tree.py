@@ -308,7 +308,7 @@ class Topology:
         self._validate_distances()
 
     _levels = None  # (PEs per group, distance) per depth where the tree is a uniform hierarchy (``uniform``)
-    _level_ids = None  # ... and the node ids of every depth in group order, once ``lca`` needs them
+    _level_ids = None  # ... and the node ids of every depth in group order (``level_node_ids``)
     _kinds = None  # ``level_kinds``, once counted
 
     def _init_extras(self, extras: _LeafExtras) -> None:
@@ -368,11 +368,9 @@ class Topology:
         q = np.asarray(q, dtype=np.int64)
         if self._levels is not None:  # a uniform hierarchy: group arithmetic (``_uniform_distance``)
             sizes, _ = self._levels
-            if self._level_ids is None:
-                self._level_ids = [np.flatnonzero(self.node_depth == d) for d in range(len(sizes))] \
-                    + [self.leaf_of_pe]
-            out = np.full(np.broadcast_shapes(p.shape, q.shape), self._level_ids[0][0])
-            for size, ids in zip(list(sizes[1:]) + [1], self._level_ids[1:]):
+            level_ids = self.level_node_ids()
+            out = np.full(np.broadcast_shapes(p.shape, q.shape), level_ids[0][0])
+            for size, ids in zip(list(sizes[1:]) + [1], level_ids[1:]):
                 group = p // size
                 same = group == q // size
                 out[same] = np.broadcast_to(ids[group], same.shape)[same]
@@ -383,6 +381,15 @@ class Topology:
             a, b = paths[d, p], paths[d, q]
             out = np.where(a == b, a, out)
         return out
+
+    def level_node_ids(self) -> list[np.ndarray]:
+        """On a uniform hierarchy (``uniform``): the node ids of every
+        depth, root first, in group order (group g of depth d holds PEs
+        g * s_d ... (g + 1) * s_d - 1), the leaves last; computed once."""
+        if self._level_ids is None:
+            self._level_ids = [np.flatnonzero(self.node_depth == d) for d in range(len(self._levels[0]))] \
+                + [self.leaf_of_pe]
+        return self._level_ids
 
     def distance(self, p, q) -> np.ndarray:
         """Distance between PEs, elementwise over arrays: O(depth) vector ops,
