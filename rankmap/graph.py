@@ -149,13 +149,21 @@ class CommGraph:
         return self.asymmetric_pair() is None
 
     def _transpose_equal(self) -> bool:
-        """Whether B == B^T, by one O(n + m) transposition (scipy's) and an
-        elementwise comparison of the canonical arrays; remembered."""
+        """Whether B == B^T, in O(n + m): by one transposition (scipy's) and
+        an elementwise comparison of the canonical arrays, or beyond
+        _COMPILED_CHECK_MIN pairs by a compiled look-up of every pair's
+        mirror (``graph_kernel``: no copy; smaller graphs are not worth
+        numba's import); remembered."""
         if self._symmetric_b is None:
             indptr, indices, data = self._b
-            t = self.bytes.T.tocsr()  # counting-sort transposition: sorted indices, no duplicates
-            self._symmetric_b = bool(np.array_equal(t.indptr, indptr) and np.array_equal(t.indices, indices)
-                                     and np.array_equal(t.data, data))
+            if self.n_edges >= _COMPILED_CHECK_MIN:
+                from .graph_kernel import rows_symmetric
+
+                self._symmetric_b = bool(rows_symmetric(indptr, indices, data))
+            else:
+                t = self.bytes.T.tocsr()  # counting-sort transposition: sorted indices, no duplicates
+                self._symmetric_b = bool(np.array_equal(t.indptr, indptr) and np.array_equal(t.indices, indices)
+                                         and np.array_equal(t.data, data))
         return self._symmetric_b
 
     def asymmetric_pair(self) -> tuple[int, int] | None:
@@ -225,6 +233,7 @@ class CommGraph:
 
 
 _SORT_CHECK_MAX = 1 << 16  # beyond this many pairs the symmetry check transposes instead of sorting
+_COMPILED_CHECK_MIN = 1 << 22  # ... and from this many on looks up each pair's mirror, compiled
 
 
 class _Triples:

@@ -136,6 +136,35 @@ def test_the_graph_matches_scipy(seed):
     assert (dense.bytes != g.bytes).nnz == 0
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_symmetry_check_agrees_with_the_transposition(seed, monkeypatch):
+    """Large graphs look up each pair's mirror (``graph_kernel``); small
+    ones transpose: both say the same on symmetric graphs and on graphs
+    with one pair changed, missing, or added on one side only."""
+    import rankmap.graph as graph_module
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    src, dst = rng.integers(0, n, 400), rng.integers(0, n, 400)
+    w = rng.integers(1, 5, 400).astype(float)
+    cases = [(np.concatenate([src, dst]), np.concatenate([dst, src]), np.concatenate([w, w]))]
+    s, d, x = cases[0]
+    keep = s != d
+    s, d, x = s[keep], d[keep], x[keep]
+    k = int(rng.integers(0, s.size))
+    cases.append((s, d, np.where(np.arange(s.size) == k, x + 1, x)))  # one weight differs from its mirror's
+    cases.append((np.delete(s, k), np.delete(d, k), np.delete(x, k)))  # one mirror missing
+    free = [(u, v) for u in range(n) for v in range(n) if u != v and not np.any((s == u) & (d == v))]
+    u, v = free[int(rng.integers(0, len(free)))]
+    cases.append((np.append(s, u), np.append(d, v), np.append(x, 1.0)))  # one pair without a mirror
+    by_sort = [CommGraph.from_edges(*c, n=n).asymmetric_pair() for c in cases]  # small: the exact sort
+    assert [p is None for p in by_sort] == [True, False, False, False]
+    monkeypatch.setattr(graph_module, "_SORT_CHECK_MAX", 0)
+    for compiled_from in (1 << 40, 0):  # the transposition, then the compiled look-up
+        monkeypatch.setattr(graph_module, "_COMPILED_CHECK_MIN", compiled_from)
+        assert [CommGraph.from_edges(*c, n=n).asymmetric_pair() for c in cases] == by_sort
+
+
 def test_the_graph_refuses_what_it_refused():
     with pytest.raises(ValueError, match="square"):
         CommGraph(np.ones((2, 3)))

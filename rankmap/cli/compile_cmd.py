@@ -5,8 +5,8 @@ kernels.  Each is compiled on its first use and cached on disk: without the
 cache, the first run of each path pays seconds of compilation inside its time
 limit.  This command maps small instances that call every kernel (the
 bundled demo, a one-to-one mapping of more than 1024 tasks, a many-to-one
-mapping, a torus; the growing of large jobs' sub-problems and the report's
-pass over their pairs directly) and
+mapping, a torus; the growing of large jobs' sub-problems, the report's pass
+over their pairs and their symmetry check directly) and
 checks that each kernel has been compiled or loaded.
 
 Run it as the user who installed rankmap, right after the install: the cache
@@ -88,12 +88,14 @@ def _grown_splits() -> None:
 
 
 def _report_pass() -> None:
-    """The report's kernel, which only jobs of a million pairs or more
-    reach: called directly on a small stencil."""
+    """The report's kernel and the symmetry check, which only jobs of
+    millions of pairs reach: called directly on a small stencil."""
     from ..cost import _rows
     from ..cost_kernel import uniform_pass
+    from ..graph_kernel import rows_symmetric
 
     uniform_pass(*_rows(grid(16, 16)), np.arange(256), np.array([256, 64, 4, 1]))
+    rows_symmetric(*_rows(grid(16, 16)))
 
 
 def kernels() -> list:
@@ -102,12 +104,12 @@ def kernels() -> list:
 
     from numba.core.registry import CPUDispatcher
 
-    from .. import algorithms, cost_kernel
+    from .. import algorithms, cost_kernel, graph_kernel
 
     list(algorithms.METHODS)  # listing the methods imports every module that registers one
     found = {}
     for modname, module in list(sys.modules.items()):
-        if (modname.startswith(f"{algorithms.__name__}.") or modname == cost_kernel.__name__) and module is not None:
+        if (modname.startswith(f"{algorithms.__name__}.") or modname in (cost_kernel.__name__, graph_kernel.__name__)) and module is not None:
             for obj in vars(module).values():
                 if isinstance(obj, CPUDispatcher):
                     found[f"{obj.py_func.__module__}.{obj.py_func.__name__}"] = obj
@@ -138,7 +140,7 @@ def run(args) -> int:
     t = time.perf_counter()
     _report_pass()
     if not args.quiet:
-        print(f"{'report pass (large jobs)':28s} {time.perf_counter() - t:6.1f} s")
+        print(f"{'report pass, symmetry (large)':28s} {time.perf_counter() - t:6.1f} s")
     every = kernels()
     missed = [f"{k.py_func.__module__}.{k.py_func.__name__}" for k in every
               if not (k.signatures or _cached(k))]

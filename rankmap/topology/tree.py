@@ -227,6 +227,11 @@ class Topology:
         for d, ids in enumerate(by_depth):
             node_kind[ids] = kinds[d]
         leaves = by_depth[-1]
+        start, stop = np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes, dtype=np.int64)
+        for d, ids in enumerate(by_depth):  # group g of depth d: PEs g * s ... (g + 1) * s - 1
+            per = n_pes // int(width[d])
+            start[ids] = np.arange(ids.size, dtype=np.int64) * per
+            stop[ids] = start[ids] + per
         names = np.full(n_nodes, None, dtype=object)
         named = by_depth[1] if levels >= 2 else by_depth[0]
         if host_names is not None:
@@ -236,7 +241,8 @@ class Topology:
             pe_host = np.full(n_pes, "localhost", dtype=object)
         out = cls.__new__(cls)
         out._init_arrays(parent, distance, depth, node_kind.tolist(), names.tolist(),
-                         np.full(n_nodes, -1, dtype=np.int64), leaves, child_ptr, child_idx, pe_host=pe_host)
+                         np.full(n_nodes, -1, dtype=np.int64), leaves, child_ptr, child_idx, pe_host=pe_host,
+                         ranges=(start, stop))
         # PEs per group and the distance within it, depth by depth from the root (``_uniform_distance``)
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
         out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
@@ -249,7 +255,7 @@ class Topology:
 
     # ------------------------------------------------------------------ build
     def _init_arrays(self, parent, distance, depth, kinds, names, os_index, leaves, child_ptr, child_idx,
-                     pe_host=None):
+                     pe_host=None, ranges=None):
         self.parent = parent
         self.node_distance = distance
         self.node_depth = depth
@@ -262,32 +268,10 @@ class Topology:
             raise ValueError("a topology needs at least one PE")
         self.child_ptr, self.child_idx = child_ptr, child_idx
         self.pe_os_index = os_index[leaves]
-        # PE range below every node: leaves are numbered in preorder
-        pe_of_leaf = np.full(self.n_nodes, -1, dtype=np.int64)
-        pe_of_leaf[leaves] = np.arange(self.n_pes)
-        start = np.full(self.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
-        stop = np.full(self.n_nodes, -1, dtype=np.int64)
-        start[leaves] = np.arange(self.n_pes)
-        stop[leaves] = np.arange(1, self.n_pes + 1)
         self.max_depth = int(depth.max())
-        for d in range(self.max_depth, 0, -1):
-            nodes = np.flatnonzero(depth == d)
-            np.minimum.at(start, parent[nodes], start[nodes])
-            np.maximum.at(stop, parent[nodes], stop[nodes])
-        self.leaf_start, self.leaf_stop = start, stop
-        # ancestor path of every PE, one row per depth; short paths are padded
-        # with ids >= n_nodes unique to the PE, so they never match another PE
-        paths = np.empty((self.max_depth + 1, self.n_pes), dtype=np.int64)
-        pad = self.n_nodes + np.arange(self.n_pes)
-        anc = leaves.copy()
-        for d in range(self.max_depth, -1, -1):
-            here = depth[anc] == d
-            paths[d] = np.where(here, anc, pad)
-            anc = np.where(here & (parent[anc] >= 0), parent[anc], anc)
-        leaf_depth = depth[leaves]
-        self._paths = paths
-        self._dist_ext = np.concatenate([distance, np.zeros(self.n_pes)])
-        self._depth_ext = np.concatenate([depth, leaf_depth])
+        # PE range below every node (leaves are numbered in preorder), unless the caller knows it
+        self.leaf_start, self.leaf_stop = ranges if ranges is not None else self._leaf_ranges()
+        self._path_rows = self._ext = None  # ``_paths``, ``_dist_ext`` and ``_depth_ext``: built on first use
         if pe_host is not None:
             self.pe_host = pe_host
             self._validate_distances()
@@ -306,6 +290,53 @@ class Topology:
             hosts.append(host)
         self.pe_host = np.asarray(hosts, dtype=object)
         self._validate_distances()
+
+    def _leaf_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, stop) of the PEs below every node, children before parents."""
+        start = np.full(self.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
+        stop = np.full(self.n_nodes, -1, dtype=np.int64)
+        start[self.leaf_of_pe] = np.arange(self.n_pes)
+        stop[self.leaf_of_pe] = np.arange(1, self.n_pes + 1)
+        for d in range(self.max_depth, 0, -1):
+            nodes = np.flatnonzero(self.node_depth == d)
+            np.minimum.at(start, self.parent[nodes], start[nodes])
+            np.maximum.at(stop, self.parent[nodes], stop[nodes])
+        return start, stop
+
+    @property
+    def _dist_ext(self) -> np.ndarray:
+        """Node distances, then a 0 for every PE's pad id (``_paths``)."""
+        return self._extended()[0]
+
+    @property
+    def _depth_ext(self) -> np.ndarray:
+        """Node depths, then every PE's leaf depth for its pad id."""
+        return self._extended()[1]
+
+    def _extended(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._ext is None:
+            self._ext = (np.concatenate([self.node_distance, np.zeros(self.n_pes)]),
+                         np.concatenate([self.node_depth, self.node_depth[self.leaf_of_pe]]))
+        return self._ext
+
+    @property
+    def _paths(self) -> np.ndarray:
+        """The ancestor path of every PE, one row per depth; short paths are
+        padded with ids >= n_nodes unique to the PE, so they never match
+        another PE.  Built on first use: a uniform hierarchy finds its
+        common ancestors by arithmetic (``lca``), and at 2^24 PEs the rows
+        take 0.5 GB."""
+        if self._path_rows is None:
+            depth, parent = self.node_depth, self.parent
+            paths = np.empty((self.max_depth + 1, self.n_pes), dtype=np.int64)
+            pad = self.n_nodes + np.arange(self.n_pes)
+            anc = self.leaf_of_pe.copy()
+            for d in range(self.max_depth, -1, -1):
+                here = depth[anc] == d
+                paths[d] = np.where(here, anc, pad)
+                anc = np.where(here & (parent[anc] >= 0), parent[anc], anc)
+            self._path_rows = paths
+        return self._path_rows
 
     _levels = None  # (PEs per group, distance) per depth where the tree is a uniform hierarchy (``uniform``)
     _level_ids = None  # ... and the node ids of every depth in group order (``level_node_ids``)
