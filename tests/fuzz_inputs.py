@@ -434,9 +434,10 @@ def scanned_readers() -> dict:
 
 
 @contextlib.contextmanager
-def scanning(block: int):
+def scanning(block: int, compiled: bool = False):
     """Every file through the readers' whole-file scan whatever its size,
-    read in blocks of ``block`` bytes; ``SCANNED`` counts the files the
+    read in blocks of ``block`` bytes (``compiled``: plain blocks by the
+    compiled pass, as large files are); ``SCANNED`` counts the files the
     scan read and those it left to the line loop."""
     from unittest import mock
 
@@ -451,6 +452,7 @@ def scanning(block: int):
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(columns, "BLOCK", block))
+        stack.enter_context(mock.patch.object(columns, "COMPILED_MIN_BYTES", 0 if compiled else 1 << 62))
         for module in scanned_readers().values():
             stack.enter_context(mock.patch.object(module, "FAST_MIN_BYTES", 0))
             stack.enter_context(mock.patch.object(module, "_read_scanned", counted(module._read_scanned)))
@@ -502,9 +504,10 @@ def scanned_family(fmt: str, module: str) -> Family:
             files = {name: mutate(draw, data) if draw(st.booleans()) else data}
         else:
             path, files, name = mutated_sample(draw, _scan_samples(fmt))
-        block = draw(st.sampled_from(SCAN_BLOCKS))
+        block, compiled = draw(st.sampled_from(SCAN_BLOCKS)), draw(st.booleans())
         return Case(files, ["convert", f"{{d}}/{path}", "-o", "{d}/out.mtx"], _names(path, name),
-                    variant=partial(scanning, block), about=f"scanned in blocks of {block} bytes")
+                    variant=partial(scanning, block, compiled),
+                    about=f"scanned in blocks of {block} bytes" + (", compiled" if compiled else ""))
     return Family(f"scanned-{fmt}", make, covers=(f"scan:{module}",), weight=2,
                   about=f"{fmt} graph files mutated, read by the whole-file scan whatever their size "
                         "and compared with the line loop's reading")
@@ -814,7 +817,7 @@ def _generated_graph_case(draw) -> Case:
 
     variant = None
     if fmt in ("edges", "metis") and draw(st.booleans()):  # the scan too must read exactly that graph
-        variant = partial(scanning, draw(st.sampled_from(SCAN_BLOCKS)))
+        variant = partial(scanning, draw(st.sampled_from(SCAN_BLOCKS)), draw(st.booleans()))
     return Case({name: text.encode()}, ["convert", f"{{d}}/{name}", *extra, "-o", "{d}/out.mtx"],
                 (name,), same=same, variant=variant)
 

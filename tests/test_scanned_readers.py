@@ -5,7 +5,7 @@ what the line loop reads, and leaves every file it cannot read plainly
 import numpy as np
 import pytest
 
-from rankmap.formats import FormatError, edge_list, metis, read_graph
+from rankmap.formats import FormatError, columns, edge_list, metis, read_graph
 from rankmap.formats.columns import scan_numbers
 
 
@@ -19,11 +19,13 @@ def _same(a, b):
         assert (a.messages != b.messages).nnz == 0
 
 
-@pytest.fixture
-def scanned(monkeypatch):
-    """Every file through the scanning path, whatever its size."""
+@pytest.fixture(params=["numpy", "compiled"])
+def scanned(monkeypatch, request):
+    """Every file through the scanning path, whatever its size: its numpy
+    passes, or plain blocks by the compiled pass as in large files."""
     monkeypatch.setattr(metis, "FAST_MIN_BYTES", 0)
     monkeypatch.setattr(edge_list, "FAST_MIN_BYTES", 0)
+    monkeypatch.setattr(columns, "COMPILED_MIN_BYTES", 0 if request.param == "compiled" else 1 << 62)
 
 
 METIS_PLAIN = [
@@ -123,16 +125,39 @@ def test_edge_list_unusual_files_go_to_the_line_loop(tmp_path, scanned, monkeypa
     assert edge_list._read_scanned(str(f)) is None
 
 
-def test_scan_reads_across_blocks(tmp_path, monkeypatch):
+def test_scan_reads_across_blocks(tmp_path, monkeypatch, scanned):
     """Lines cut by the block boundary and a line longer than a block."""
-    from rankmap.formats import columns
-
     monkeypatch.setattr(columns, "BLOCK", 7)
     f = tmp_path / "n.txt"
     f.write_text("1 22 333\n4444 55555 6\n\n7 8 9 10 11 12 13 14\n")
     scan = scan_numbers(str(f), 0, dtype=np.int64)
     assert scan.values.tolist() == [1, 22, 333, 4444, 55555, 6, 7, 8, 9, 10, 11, 12, 13, 14]
     assert scan.per_line.tolist() == [3, 3, 0, 8]
+
+
+@pytest.mark.parametrize("text", [
+    b"1 22 333\n4444\t55555 6\n\n7 8\n", b"5 6", b"\n\n", b"  9  \n 10", b"0 007 9223372036854775806\n", b"9223372036854775807\n",
+    b"9223372036854775808\n", b"1 2\r\n3\r\n", b"1 -2\n", b"1.5 2\n", b"1 # 2\n", b"12,3\n",
+])
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_the_compiled_pass_reads_plain_text_as_the_numpy_passes_and_declines_the_rest(text, dtype):
+    """Digits and separators: the same numbers and counts per line; a
+    carriage return, a sign, a decimal point, another character or a
+    number past int64: declined (None), for the numpy passes to decide."""
+    from rankmap.formats.columns import SEPARATORS, _scan_block, _scan_plain, _table
+    from rankmap.formats.columns_kernel import scan_digits
+
+    is_sep = _table(SEPARATORS)
+    spaces = bytes.maketrans(SEPARATORS, b" " * len(SEPARATORS))
+    got = _scan_plain(scan_digits, text, is_sep, dtype)
+    expected = _scan_block(text, _table(b"0123456789.-" + SEPARATORS), is_sep, None, spaces, dtype)
+    plain = all(c in b"0123456789 \t\n," for c in text) and not any(big in text for big in (b"9223372036854775807", b"9223372036854775808")) \
+        and any(c in b"0123456789" for c in text)
+    assert (got is not None) == plain
+    if got is not None:
+        assert expected is not None
+        for a, b in zip(got, expected):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 def test_rows_in_order_are_kept_or_canonicalised_as_from_edges():

@@ -22,7 +22,7 @@ from numba import njit
 __all__ = ["njit"]
 
 #: the directories, from this package, whose modules hold cached kernels (the package root: ``cost_kernel``)
-_KERNEL_DIRS = ("construct", "refine", "mesh", os.pardir)
+_KERNEL_DIRS = ("construct", "refine", "mesh", os.pardir, os.path.join(os.pardir, "formats"))
 
 
 def _writable(path: str) -> bool:

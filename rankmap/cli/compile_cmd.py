@@ -6,7 +6,8 @@ cache, the first run of each path pays seconds of compilation inside its time
 limit.  This command maps small instances that call every kernel (the
 bundled demo, a one-to-one mapping of more than 1024 tasks, a many-to-one
 mapping, a torus; the growing of large jobs' sub-problems, the report's pass
-over their pairs and their symmetry check directly) and
+over their pairs, their symmetry check and the scan of their files
+directly) and
 checks that each kernel has been compiled or loaded.
 
 Run it as the user who installed rankmap, right after the install: the cache
@@ -87,15 +88,19 @@ def _grown_splits() -> None:
     grow_split(adj, [np.arange(64), np.arange(64, 256)], [np.full(4, 16), np.full(2, 96)])
 
 
-def _report_pass() -> None:
-    """The report's kernel and the symmetry check, which only jobs of
-    millions of pairs reach: called directly on a small stencil."""
+def _large_job_passes() -> None:
+    """The kernels only jobs of millions of pairs reach (the report's pass,
+    the symmetry check, the scan of a large graph file): called directly
+    on a small stencil."""
     from ..cost import _rows
     from ..cost_kernel import uniform_pass
+    from ..formats.columns import SEPARATORS, _scan_plain, _table
+    from ..formats.columns_kernel import scan_digits
     from ..graph_kernel import rows_symmetric
 
     uniform_pass(*_rows(grid(16, 16)), np.arange(256), np.array([256, 64, 4, 1]))
     rows_symmetric(*_rows(grid(16, 16)))
+    _scan_plain(scan_digits, b"2 3\n1\n", _table(SEPARATORS), np.int64)
 
 
 def kernels() -> list:
@@ -105,11 +110,12 @@ def kernels() -> list:
     from numba.core.registry import CPUDispatcher
 
     from .. import algorithms, cost_kernel, graph_kernel
+    from ..formats import columns_kernel
 
     list(algorithms.METHODS)  # listing the methods imports every module that registers one
     found = {}
     for modname, module in list(sys.modules.items()):
-        if (modname.startswith(f"{algorithms.__name__}.") or modname in (cost_kernel.__name__, graph_kernel.__name__)) and module is not None:
+        if (modname.startswith(f"{algorithms.__name__}.") or modname in (cost_kernel.__name__, graph_kernel.__name__, columns_kernel.__name__)) and module is not None:
             for obj in vars(module).values():
                 if isinstance(obj, CPUDispatcher):
                     found[f"{obj.py_func.__module__}.{obj.py_func.__name__}"] = obj
@@ -138,9 +144,9 @@ def run(args) -> int:
     if not args.quiet:
         print(f"{'grown splits (large jobs)':28s} {time.perf_counter() - t:6.1f} s")
     t = time.perf_counter()
-    _report_pass()
+    _large_job_passes()
     if not args.quiet:
-        print(f"{'report pass, symmetry (large)':28s} {time.perf_counter() - t:6.1f} s")
+        print(f"{'passes of large jobs':28s} {time.perf_counter() - t:6.1f} s")
     every = kernels()
     missed = [f"{k.py_func.__module__}.{k.py_func.__name__}" for k in every
               if not (k.signatures or _cached(k))]

@@ -98,6 +98,9 @@ _PRESET_FACTOR = {("kahip", "fast"): 1.0, ("kahip", "eco"): 2.9, ("kahip", "stro
 # KAMINPAR_SPEEDUP per thread
 _KAMINPAR_RATE = {"fast": (8e-6, 3e-7), "eco": (1.5e-5, 5.7e-7), "strong": (2e-4, 1.2e-6)}
 _KAMINPAR_CALL = 0.01
+# beyond 2^20 vertices into 16384 blocks the time per vertex grows: x (n / 2^20 * k / 16384)^0.17 (one thread:
+# 2^20 into 16, 256, 16384 blocks 3.1, 4.3, 9.7 s; 2^24 into 262144 389 s, the rates alone say 154 s)
+_KAMINPAR_LARGE = (1 << 20, 16384, 0.17)
 KAMINPAR_SPEEDUP = 0.6  # of each further thread (KaMinPar's own figures: 2^20 on 16 threads 6-7x one)
 
 
@@ -147,7 +150,8 @@ def partition_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", pres
     if backend == "kaminpar":
         speedup = 1 + KAMINPAR_SPEEDUP * (max(int(threads), 1) - 1)
         per_vertex, per_entry = _KAMINPAR_RATE.get(preset, _KAMINPAR_RATE["strong"])
-        return _KAMINPAR_CALL + (per_vertex * n + per_entry * nnz) / speedup
+        large = max(1.0, n / _KAMINPAR_LARGE[0] * parts / _KAMINPAR_LARGE[1]) ** _KAMINPAR_LARGE[2]
+        return _KAMINPAR_CALL + large * (per_vertex * n + per_entry * nnz) / speedup
     factor = _PRESET_FACTOR.get((backend, preset), 8.3) * density_factor(backend, preset, n, nnz)
     size = n + nnz
     return factor * max(_PARTITION_SCALE * size ** _SIZE_POWER * parts ** _PARTS_POWER,
