@@ -233,7 +233,7 @@ class CommGraph:
 
 
 _SORT_CHECK_MAX = 1 << 16  # beyond this many pairs the symmetry check transposes instead of sorting
-_COMPILED_CHECK_MIN = 1 << 22  # ... and from this many on looks up each pair's mirror, compiled
+_COMPILED_CHECK_MIN = 1 << 24  # ... and from this many on looks up each pair's mirror, compiled (no copy of m)
 
 
 class _Triples:
