@@ -38,16 +38,14 @@ def _grow(indptr, indices, w, tasks, sub_ptr, sizes, size_ptr, at, child):
     sub-problem is first copied into a small CSR of its own (local ids in
     task order): with scrambled ids every look-up in an array of n tasks
     is a cache miss, so the scans for the best task run on the copy."""
-    most = 0
+    most, entries = 0, 0  # the most tasks and adjacency entries of one sub-problem: room for its copy
     for i in range(sub_ptr.size - 1):
         most = max(most, sub_ptr[i + 1] - sub_ptr[i])
-    ptr = np.zeros(most + 1, dtype=np.int64)
-    entries = 0  # the most adjacency entries of one sub-problem: room for its copy
-    for i in range(sub_ptr.size - 1):
         here = 0
         for a in range(sub_ptr[i], sub_ptr[i + 1]):
             here += indptr[tasks[a] + 1] - indptr[tasks[a]]
         entries = max(entries, here)
+    ptr = np.zeros(most + 1, dtype=np.int64)
     nbr, wt = np.empty(entries, dtype=np.int64), np.empty(entries)
     mine = np.empty(most, dtype=np.int64)
     to_child, to_free = np.empty(most), np.empty(most)
