@@ -239,18 +239,27 @@ def test_the_better_of_the_first_start_and_the_given_order_is_refined_first(data
 
 
 def test_beyond_large_tasks_the_parallel_multisection_starts_first(monkeypatch):
-    """A large instance starts with KaMinPar's top cuts and grown nodes,
-    whatever the budget, and the KaHIP top split alone is no start there;
-    on one thread the whole run repeats."""
+    """A large instance starts with KaMinPar's top cuts and grown nodes
+    where the budget pays for them, else with growing along the tree
+    alone, and the KaHIP top split alone is no start there; on one thread
+    the whole run repeats."""
     from rankmap.algorithms.portfolio import one_to_one
 
     monkeypatch.setattr(one_to_one, "LARGE_TASKS", 512)
     g = grid_graph(32, 32).subgraph(np.random.default_rng(1).permutation(1024))
     topo = hierarchy_topology([4, 16, 16], [1, 10, 100])
+    top_cuts = one_to_one.large_start(g, topo, threads=2)[2]  # KaMinPar's price, whatever the budget
+    firsts = []
     for limit in (0.0, 0.1, 1000.0):
         starts, _ = plan(g, topo, limit, threads=2)
-        assert starts[0][1]["backend"] == "kaminpar" and starts[0][1]["threads"] == 2
+        name, opts, cost = starts[0]
+        firsts.append(name)
+        if top_cuts <= one_to_one.budget_of(g, topo, limit):
+            assert name == "multisection" and opts["backend"] == "kaminpar" and opts["threads"] == 2
+        else:
+            assert name == "grow" and cost < top_cuts
         assert not any(opts.get("levels") == 1 for _, opts, _ in starts)
+    assert firsts == ["grow", "multisection", "multisection"]
     a = map_tasks(g, topo, method="auto", seed=2, work_limit=0.5, workers=1).pe_of_task
     assert np.array_equal(a, map_tasks(g, topo, method="auto", seed=2, work_limit=0.5, workers=1).pe_of_task)
     assert mapping_cost(g, topo, a) < mapping_cost(g, topo, np.arange(1024)) / 3

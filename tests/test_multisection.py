@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rankmap.algorithms import map_tasks
-from rankmap.algorithms.construct.multisection import _task_counts
+from rankmap.algorithms.construct.multisection import task_counts
 from rankmap.cost import mapping_cost
 from rankmap.graph import CommGraph
 from rankmap.mapping import balance_report
@@ -54,8 +54,8 @@ def test_fewer_tasks_than_pes_stays_one_to_one():
     topo = hierarchy_topology([4, 4, 2], [1, 10, 100])
     pe = map_tasks(g, topo, method="multisection").pe_of_task
     assert np.unique(pe).size == 15
-    assert _task_counts(15, np.array([16, 16])).tolist() == [8, 7]
-    assert _task_counts(5, np.array([1, 8])).tolist() == [1, 4]
+    assert task_counts(15, np.array([16, 16])).tolist() == [8, 7]
+    assert task_counts(5, np.array([1, 8])).tolist() == [1, 4]
 
 
 @pytest.mark.parametrize("backend", ["kahip", "mtkahypar"])
@@ -334,6 +334,36 @@ def test_grown_blocks_pack_a_scrambled_stencil():
     assert np.array_equal(grow_blocks(g.symmetric, sizes), block)  # deterministic
     with pytest.raises(ValueError, match="sum to 1000"):
         grow_blocks(g.symmetric, np.full(10, 100))
+
+
+def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypatch):
+    """``grow``: the top level's subtrees get the grown blocks (the same
+    blocks as ``grow_blocks``), each subtree's PEs the tasks in the order of
+    growth; fewer tasks than PEs fill each subtree's first PEs; more tasks
+    than PEs are refused; a deadline that cannot afford the growing gets
+    the given order."""
+    from rankmap.algorithms.construct import growing, multisection as ms, tree_growing
+    from rankmap.deadline import Deadline
+
+    g = grid_graph(32, 32).subgraph(np.random.default_rng(1).permutation(1024))
+    topo = hierarchy_topology([4, 16, 16], [1, 10, 100])
+    pe = map_tasks(g, topo, method="grow").pe_of_task
+    assert sorted(pe.tolist()) == list(range(1024))
+    assert np.array_equal(pe // 64, growing.grow_blocks(g.symmetric, np.full(16, 64)))
+    order = growing.growth_order(g.symmetric, np.full(16, 64))
+    assert np.array_equal(pe[order], np.arange(1024))
+    assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, np.arange(1024)) / 3
+    # ... and the order inside a node is worth keeping: below a shuffle of each node's PEs
+    relabel = np.random.default_rng(2).permuted(np.arange(1024).reshape(16, 64), axis=1).reshape(-1)
+    assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, relabel[pe])
+    wide = hierarchy_topology([4, 16, 20], [1, 10, 100])  # 1280 PEs for 1024 tasks
+    pe = map_tasks(g, wide, method="grow").pe_of_task
+    assert np.unique(pe).size == 1024 and np.all(pe % 64 < ms.task_counts(1024, np.full(20, 64))[pe // 64])
+    with pytest.raises(ValueError, match="one task per PE"):
+        map_tasks(g, hierarchy_topology([4, 16, 8], [1, 10, 100]), method="grow")
+    monkeypatch.setattr(ms, "_PER_GROWN_ENTRY", 1e6)
+    deadline = Deadline(600.0)
+    assert np.array_equal(tree_growing.grow(g, topo, deadline=deadline), np.arange(1024)) and deadline.hit
 
 
 def test_a_top_cut_the_deadline_refuses_is_grown_not_left_in_the_given_order(monkeypatch):

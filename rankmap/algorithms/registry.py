@@ -77,7 +77,7 @@ _MODULE_OF = {
     **dict.fromkeys(("packed", "round_robin"), "construct.placements"),
     **dict.fromkeys(("mpipp1", "mpipp5"), "construct.mpipp"),
     "treematch": "construct.treematch", "multisection": "construct.multisection",
-    "multilevel": "construct.multilevel",
+    "multilevel": "construct.multilevel", "grow": "construct.tree_growing",
     "auto": "portfolio.one_to_one", "swap": "refine.swaps", "bottleneck": "refine.bottleneck",
     **dict.fromkeys(("bft", "mht", "affn", "coce", "coce_mht", "pairs", "mesh_auto"), "mesh.heuristics"),
     "mesh_bisect": "mesh.bisect", "curve": "mesh.curve",

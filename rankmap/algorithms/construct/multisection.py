@@ -56,7 +56,7 @@ def _height(topology: Topology) -> np.ndarray:
     return h
 
 
-def _task_counts(n_tasks: int, pes: np.ndarray) -> np.ndarray:
+def task_counts(n_tasks: int, pes: np.ndarray) -> np.ndarray:
     """One-to-one with fewer tasks than PEs: split ``n_tasks`` over children
     in proportion to their PEs (largest remainder), never more than a
     child's PEs."""
@@ -279,7 +279,7 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
         sub_seed = s.seed + node
         pes = topology.leaf_stop[children] - topology.leaf_start[children]
         if tasks.size <= s.grow_below:  # grown below, with the level's other small ones
-            grown.append((node, children, tasks, _task_counts(tasks.size, pes)))
+            grown.append((node, children, tasks, task_counts(tasks.size, pes)))
             continue
         adj = sym if tasks.size == sym.shape[0] else sym[tasks][:, tasks]  # the whole graph: no copy
         ws = w[tasks]
@@ -321,7 +321,7 @@ def _split(s: _Setting, node: int, adj, ws: np.ndarray, pes: np.ndarray, sub_see
     its tries, repaired to the children's capacities."""
     topology = s.topology
     if s.one_to_one:
-        counts = _task_counts(adj.shape[0], pes)
+        counts = task_counts(adj.shape[0], pes)
         targets, sub_eps, capacity = counts, 0.0, counts.astype(np.float64)
     else:
         c_sub = float(ws.sum())
@@ -416,7 +416,13 @@ def split_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: 
 
 
 _PER_GROWN_ENTRY = 3e-7  # grow_blocks: seconds per task and adjacency entry (scrambled stencils into blocks
-                         # of 64: 2^17 tasks 0.1 s at load 3, 2^20 1.2 s CPU)
+                         # of 64: 2^17 tasks 0.1 s at load 3, 2^20 1.2 s CPU, 2^24 18 s on an idle core)
+
+
+def grow_seconds(n: int, nnz: int) -> float:
+    """Estimated seconds of growing blocks over a graph of ``n`` tasks and
+    ``nnz`` adjacency entries (``growing.grow_blocks``; it cannot be cut)."""
+    return _PER_GROWN_ENTRY * (n + nnz)
 
 
 def _refused_blocks(adj, ws: np.ndarray, targets: np.ndarray, deadline: Deadline) -> np.ndarray:
@@ -428,7 +434,7 @@ def _refused_blocks(adj, ws: np.ndarray, targets: np.ndarray, deadline: Deadline
     (``_in_order_blocks``)."""
     n = adj.shape[0]
     if ws.size and int(targets.sum()) == n and np.all(ws == ws[0]) and not deadline.expired() \
-            and deadline.allows(_PER_GROWN_ENTRY * (n + adj.nnz)):
+            and deadline.allows(grow_seconds(n, adj.nnz)):
         from .growing import grow_blocks  # numba: loaded only where a call was refused
 
         return grow_blocks(adj, targets)

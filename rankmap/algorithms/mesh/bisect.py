@@ -30,7 +30,7 @@ from ...graph import CommGraph
 from ...topology.mesh import MeshTopology
 from ..registry import register
 from ..construct.baselines import pe_capacity
-from ..construct.multisection import _task_counts
+from ..construct.multisection import task_counts
 from ..construct.partition import partition_graph, repair_balance
 
 TRY_MAX_TASKS = 1024  # bisect parts up to this size from several seeds, keep the best
@@ -76,7 +76,7 @@ def bisection_map(graph: CommGraph, mesh: MeshTopology, *, seed: int = 0, eps=No
             lo2[axis] += half[axis]
             boxes = [(lo, half), (lo2, other)]
             caps = np.array([np.prod(half), np.prod(other)], dtype=np.int64) * per_node
-            counts = _task_counts(tasks.size, caps) if eps is None else caps
+            counts = task_counts(tasks.size, caps) if eps is None else caps
             n_tries = tries if tasks.size <= TRY_MAX_TASKS else 1
             if orient and eps is None and tasks.size <= EXACT_MAX_TASKS and counts.min() > 0:
                 block = _exact_bisection(tasks, counts, boxes, centre, sym, mesh, local)

@@ -238,15 +238,20 @@ def _steiner_cost(graph, topology) -> float:
     return steiner_seconds(graph.symmetric.nnz, calls=max(topology.n_pes // 64, 1))
 
 
-def large_start(graph, topology, seed: int = 0, threads: int = 1) -> tuple[str, dict, float]:
+def large_start(graph, topology, seed: int = 0, threads: int = 1,
+                budget: float | None = None) -> tuple[str, dict, float]:
     """auto's first start beyond LARGE_TASKS tasks, with its estimated
     seconds: the parallel multisection, KaMinPar fast on ``threads``
     threads for the large sub-problems (the top cuts), greedy growing for
     those of at most GROW_BELOW tasks (``construct/growing.py``), every
     level's at once.  On a scrambled 2^17-task stencil onto 4:16:2048 it
     took 1.2 s (one thread) where KaHIP eco's multisection took 21 s, at
-    J 1.03 x its J (``docs/results/scale.md``).  Where the deadline cannot
-    afford the top cut, it is grown too (``multisection._refused_blocks``)."""
+    J 1.03 x its J (``docs/results/scale.md``).  Where ``budget`` cannot
+    pay for the top cut (KaMinPar's time grows faster than the graph:
+    2^24 tasks into 262144 nodes took 389 s on one thread), the start is
+    greedy growing along the tree alone (``growing.grow``: J 1.03 x the
+    multisection's on the same stencil at 2^20, one compiled pass)."""
+    from ..construct.multisection import grow_seconds
     from ..construct.partition import partition_seconds
 
     cost, tasks, levels = 0.0, graph.n, _splitting_levels(topology)
@@ -258,6 +263,9 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1) -> tuple[str, 
         cost += calls * partition_seconds(tasks, -(-graph.symmetric.nnz // calls), parts, "kaminpar", "fast",
                                           threads)
         tasks = -(-tasks // parts)
+    grown = grow_seconds(graph.n, graph.symmetric.nnz)
+    if budget is not None and cost > budget and grown < cost:
+        return ("grow", {"seed": seed}, grown)
     opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": threads, "grow_below": GROW_BELOW}
     return ("multisection", opts, cost)
 
@@ -324,7 +332,7 @@ def candidates(graph, topology, seed: int = 0, budget: float | None = None,
     # 1.004-1.005 x the best); GreedyAllC is not a start at all (refined: 1.05-2.06 x the best)
     runs.append(("treematch", {"seed": seed}, treematch_cost))
     if graph.n > LARGE_TASKS and graph.n <= topology.n_pes:  # the KaHIP top split alone: no start here
-        runs = [large_start(graph, topology, seed, threads)] + runs[:1] + runs[2:]
+        runs = [large_start(graph, topology, seed, threads, budget)] + runs[:1] + runs[2:]
     return [r for r in runs if r[0] in METHODS]
 
 
