@@ -48,3 +48,34 @@ def default_workers() -> int:
 def workers_option(value) -> int:
     """``workers`` as given (an int or a CLI string), or the default."""
     return default_workers() if value is None else int(value)
+
+
+#: entries of a pass below which threads are not worth starting
+THREADED_MIN_ENTRIES = 1 << 20
+
+
+def row_slices(indptr) -> list[tuple[int, int]]:
+    """The rows of a CSR pass as [lo, hi) ranges of about equal entries,
+    one per core available (``default_workers``), one range below
+    THREADED_MIN_ENTRIES entries: the compiled passes over a large graph
+    read it at random (one cache miss per pair), and several cores keep
+    more misses in flight (J at 2^24 tasks: 2.0 s on one core, 1.0 s on two)."""
+    import numpy as np
+
+    n, m = len(indptr) - 1, int(indptr[-1])
+    parts = 1 if m < THREADED_MIN_ENTRIES else max(min(default_workers(), n), 1)
+    cuts = np.searchsorted(indptr, np.linspace(0, m, parts + 1)).clip(0, n)
+    cuts[0], cuts[-1] = 0, n
+    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def on_threads(task, slices: list) -> list:
+    """``task(lo, hi)`` for every slice, each on a thread of its own (the
+    compiled kernels release the GIL), the results in order; inline for
+    one slice."""
+    if len(slices) == 1:
+        return [task(*slices[0])]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(slices)) as pool:
+        return list(pool.map(lambda s: task(*s), slices))

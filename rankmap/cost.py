@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .cores import on_threads, row_slices
 from .graph import CommGraph
 from .mapping import validate_mapping
 from .topology import Topology
@@ -26,8 +27,11 @@ from .topology.bandwidth import link_bandwidths
 
 def mapping_cost(graph: CommGraph, topology: Topology, pe_of_task) -> float:
     """J of a mapping: the single definition of the objective (in slices of
-    COST_SLICE pairs: memory stays O(n + m) at any size)."""
+    COST_SLICE pairs: memory stays O(n + m) at any size; on a uniform
+    hierarchy of UNIFORM_PASS_PAIRS pairs or more, one compiled pass)."""
     pe = np.asarray(pe_of_task, dtype=np.int64)
+    if graph.n_edges >= UNIFORM_PASS_PAIRS and _uniform_levels(topology) is not None:
+        return float(row_costs(*graph.rows(), topology, pe).sum())
     src, dst, w = graph.coo()
     if w.size == 0:
         return 0.0
@@ -42,6 +46,33 @@ COST_SLICE = 1 << 22  # pairs per slice of mapping_cost
 #: pairs from which ``evaluate`` takes the compiled pass on a uniform
 #: hierarchy (below, numpy's milliseconds do not pay importing numba)
 UNIFORM_PASS_PAIRS = 1 << 20
+
+
+def row_costs(indptr, indices, w, topology, pe) -> np.ndarray:
+    """Per row u of a CSR graph, the bytes x distance of its pairs mapped by
+    ``pe`` (the swap search's per-task sums; summed, J): compiled on a
+    uniform hierarchy (``cost_kernel.row_costs``), else O(m) numpy."""
+    n = indptr.size - 1
+    levels = _uniform_levels(topology)
+    if levels is not None:
+        from .cost_kernel import row_costs as kernel
+
+        out = np.empty(n)
+        args = (np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64),
+                np.asarray(w, dtype=np.float64), pe, *levels, out)
+        on_threads(lambda lo, hi: kernel(*args, lo, hi), row_slices(indptr))
+        return out
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    return np.bincount(rows, weights=w * topology.distance(pe[rows], pe[indices]), minlength=n)
+
+
+def _uniform_levels(topology) -> tuple[np.ndarray, np.ndarray] | None:
+    """(PEs per group, distance) per depth, root first, of a tree built by
+    ``Topology.uniform`` without link matrices; else None."""
+    if not isinstance(topology, Topology) or topology._levels is None or topology.has_links:
+        return None
+    sizes, dists = topology._levels
+    return np.asarray(sizes, dtype=np.int64), np.asarray(dists, dtype=np.float64)
 
 
 def _uniform_groups(graph: CommGraph, topology) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:
@@ -229,9 +260,9 @@ def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, g
     """What ``_pairwise_breakdown`` gives, on a uniform hierarchy, from the
     per-PE sums of one compiled pass (``cost_kernel``); the links' loads
     come per group and are placed at the groups' node ids."""
-    from .cost_kernel import group_loads, uniform_pass
+    from .cost_kernel import group_loads
 
-    within, same, received, same_pairs = uniform_pass(*_rows(graph), pe, sizes)
+    within, same, received, same_pairs = _uniform_sums(graph, topology.n_pes, pe, sizes)
     leaves = sizes.size - 1  # the leaves' depth
     shared = np.append(within.sum(axis=0), 0.0)  # bytes between PEs that share their depth-d group
     per_depth = shared[:-1] - shared[1:]  # ... whose LCA is at depth d
@@ -248,6 +279,30 @@ def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, g
         levels.insert(0, {"depth": leaves, "level": "same PE", "bytes": float(same.sum()), "distance": 0.0})
     hop_bytes = float(np.dot(per_depth, 2.0 * (leaves - np.arange(leaves))))
     return float(np.dot(per_depth, dists[:leaves])), levels, hop_bytes, loads, within[:, 0] + received
+
+
+def _uniform_sums(graph: CommGraph, n_pes: int, pe, sizes):
+    """``cost_kernel.uniform_pass``'s per-PE sums over every row (in slices
+    on threads where each PE holds one task at most, else in one), what
+    every PE receives from other PEs (its tasks' column sums, the row sums
+    where the bytes are known to be symmetric: read in order), and the
+    same-PE pairs."""
+    from .cost_kernel import uniform_pass
+
+    indptr, indices, w = _rows(graph)
+    within, same = np.zeros((n_pes, sizes.size - 1)), np.zeros(n_pes)
+    slices = row_slices(indptr)
+    if len(slices) > 1 and np.bincount(pe, minlength=n_pes).max(initial=0) > 1:
+        slices = [(0, graph.n)]  # two rows of one PE in different slices would add to one sum at once
+    same_pairs = sum(on_threads(lambda lo, hi: uniform_pass(indptr, indices, w, pe, sizes, within, same, lo, hi),
+                                slices))
+    if graph.known_symmetric():
+        into = np.add.reduceat(w, indptr[:-1]) if w.size else np.zeros(graph.n)
+        into[np.diff(indptr) == 0] = 0.0  # reduceat gives an empty row its next entry
+    else:
+        into = np.bincount(indices, weights=w, minlength=graph.n)
+    received = np.bincount(pe, weights=into, minlength=n_pes) - same
+    return within, same, received, same_pairs
 
 
 def _tree_breakdown(topology: Topology, p, q, w, lca):

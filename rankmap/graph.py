@@ -148,6 +148,11 @@ class CommGraph:
     def is_symmetric(self) -> bool:
         return self.asymmetric_pair() is None
 
+    def known_symmetric(self) -> bool:
+        """Whether B == B^T has been checked already and holds (as every
+        METIS graph's is when read): no pass made here."""
+        return bool(self._symmetric_b)
+
     def _transpose_equal(self) -> bool:
         """Whether B == B^T, in O(n + m): by one transposition (scipy's) and
         an elementwise comparison of the canonical arrays, or beyond
@@ -157,9 +162,11 @@ class CommGraph:
         if self._symmetric_b is None:
             indptr, indices, data = self._b
             if self.n_edges >= _COMPILED_CHECK_MIN:
+                from .cores import on_threads, row_slices
                 from .graph_kernel import rows_symmetric
 
-                self._symmetric_b = bool(rows_symmetric(indptr, indices, data))
+                found = on_threads(lambda lo, hi: rows_symmetric(indptr, indices, data, lo, hi), row_slices(indptr))
+                self._symmetric_b = all(ok for ok, _ in found) and sum(excess for _, excess in found) == 0
             else:
                 t = self.bytes.T.tocsr()  # counting-sort transposition: sorted indices, no duplicates
                 self._symmetric_b = bool(np.array_equal(t.indptr, indptr) and np.array_equal(t.indices, indices)

@@ -87,7 +87,8 @@ def test_uniform_pass_equals_pairwise_path(monkeypatch, hierarchy, distances, ma
     the report the pairwise numpy path gives: several trees, graphs
     with asymmetric bytes, one-to-one and many-to-one mappings (same-PE
     pairs)."""
-    from rankmap import cost
+    import rankmap.graph as graph_module
+    from rankmap import cores, cost
 
     t = topology_from_strings(hierarchy, distances)
     rng = np.random.default_rng(len(hierarchy) + many)
@@ -98,8 +99,22 @@ def test_uniform_pass_equals_pairwise_path(monkeypatch, hierarchy, distances, ma
                else [rng.permutation(n), np.arange(n)]):
         monkeypatch.setattr(cost, "UNIFORM_PASS_PAIRS", 1 << 62)
         pairwise = evaluate(g, t, pe, check=False, comm_factor=2.0)
+        j_pairwise = mapping_cost(g, t, pe)
         monkeypatch.setattr(cost, "UNIFORM_PASS_PAIRS", 0)
         one_pass = evaluate(g, t, pe, check=False, comm_factor=2.0)
+        with monkeypatch.context() as threaded:  # the compiled passes in slices of rows on three threads
+            threaded.setattr(cores, "THREADED_MIN_ENTRIES", 0)
+            threaded.setattr(cores, "default_workers", lambda: 3)
+            assert mapping_cost(g, t, pe) == pytest.approx(j_pairwise, rel=1e-12)
+            sliced = evaluate(g, t, pe, check=False, comm_factor=2.0).as_dict()
+            mirrored = CommGraph(g.bytes + g.bytes.T)  # known symmetric: what PEs receive from the row sums
+            threaded.setattr(graph_module, "_SORT_CHECK_MAX", 0)
+            assert mirrored.is_symmetric() and mirrored.known_symmetric()
+            assert evaluate(mirrored, t, pe, check=False).J == pytest.approx(2 * j_pairwise, rel=1e-12)
+            assert evaluate(mirrored, t, pe, check=False).bottleneck == pytest.approx(
+                evaluate(CommGraph(g.bytes + g.bytes.T), t, pe, check=False).bottleneck, rel=1e-12)
+        assert {k: sliced[k] for k in ("J", "bottleneck", "link_time", "hops_per_byte")} == pytest.approx(
+            {k: pairwise.as_dict()[k] for k in ("J", "bottleneck", "link_time", "hops_per_byte")}, rel=1e-12)
         a, b = pairwise.as_dict(), one_pass.as_dict()
         numbers = [k for k, v in a.items() if isinstance(v, float)]
         assert {k: b[k] for k in numbers} == pytest.approx({k: a[k] for k in numbers}, rel=1e-12)

@@ -58,6 +58,10 @@ def test_without_bandwidths_times_are_relative_and_proportional_to_distance():
     assert set(bw.inverse[:t.n_nodes].tolist()) == {0.0, 1.0, 100.0}
     mesh = MeshTopology((4, 4), torus=True)
     assert np.all(link_bandwidths(mesh).inverse == 1)
+    # made once per machine (the report asks before and after the mapping), anew for bandwidths given later
+    assert link_bandwidths(t) is bw
+    t.node_uplink = np.where(t.parent >= 0, 1e6, np.nan)
+    assert link_bandwidths(t) is not bw and link_bandwidths(t).unit == "s"
 
 
 def test_merged_levels_and_slots_keep_the_slowest_link():

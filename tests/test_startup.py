@@ -142,6 +142,7 @@ def test_the_compiled_symmetry_check_agrees_with_the_transposition(seed, monkeyp
     ones transpose: both say the same on symmetric graphs and on graphs
     with one pair changed, missing, or added on one side only."""
     import rankmap.graph as graph_module
+    from rankmap import cores
 
     rng = np.random.default_rng(seed)
     n = 60
@@ -163,6 +164,10 @@ def test_the_compiled_symmetry_check_agrees_with_the_transposition(seed, monkeyp
     for compiled_from in (1 << 40, 0):  # the transposition, then the compiled look-up
         monkeypatch.setattr(graph_module, "_COMPILED_CHECK_MIN", compiled_from)
         assert [CommGraph.from_edges(*c, n=n).asymmetric_pair() for c in cases] == by_sort
+    monkeypatch.setattr(cores, "THREADED_MIN_ENTRIES", 0)  # ... in slices of rows on three threads
+    monkeypatch.setattr(cores, "default_workers", lambda: 3)
+    assert len(cores.row_slices(CommGraph.from_edges(*cases[0], n=n).rows()[0])) == 3
+    assert [CommGraph.from_edges(*c, n=n).asymmetric_pair() for c in cases] == by_sort
 
 
 def test_the_graph_refuses_what_it_refused():

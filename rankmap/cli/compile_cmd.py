@@ -93,13 +93,16 @@ def _large_job_passes() -> None:
     the symmetry check, the scan of a large graph file): called directly
     on a small stencil."""
     from ..cost import _rows
-    from ..cost_kernel import uniform_pass
+    from ..cost_kernel import row_costs, uniform_pass
     from ..formats.columns import SEPARATORS, _scan_plain, _table
     from ..formats.columns_kernel import scan_digits
     from ..graph_kernel import rows_symmetric
 
-    uniform_pass(*_rows(grid(16, 16)), np.arange(256), np.array([256, 64, 4, 1]))
-    rows_symmetric(*_rows(grid(16, 16)))
+    uniform_pass(*_rows(grid(16, 16)), np.arange(256), np.array([256, 64, 4, 1]), np.zeros((256, 3)),
+                 np.zeros(256), 0, 256)
+    row_costs(*_rows(grid(16, 16)), np.arange(256), np.array([256, 64, 4]), np.array([100.0, 10.0, 1.0]),
+              np.empty(256), 0, 256)
+    rows_symmetric(*_rows(grid(16, 16)), 0, 256)
     _scan_plain(scan_digits, b"2 3\n1\n", _table(SEPARATORS), np.int64)
 
 

@@ -21,6 +21,7 @@ every link has the same bandwidth (one unit).
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,9 @@ class LinkBandwidths:
         return np.asarray(loads, dtype=np.float64) * self.inverse
 
 
+_MODELS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a tree's model, made once (2 s at 2^24 PEs)
+
+
 def link_bandwidths(topology) -> LinkBandwidths:
     """The bandwidth model of ``topology`` (module docstring)."""
     from .tree import Topology
@@ -66,6 +70,13 @@ def link_bandwidths(topology) -> LinkBandwidths:
     if not isinstance(topology, Topology):  # a mesh or torus: uniform links
         size = topology.link_loads(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)).size
         return LinkBandwidths(np.ones(size), "")
+    model = _MODELS.get(topology)
+    if model is None or model[0] is not topology.node_uplink:  # the given bandwidths replaced: made anew
+        model = _MODELS[topology] = (topology.node_uplink, _tree_bandwidths(topology))
+    return model[1]
+
+
+def _tree_bandwidths(topology) -> LinkBandwidths:
     parent = topology.parent
     level = np.where(parent >= 0, topology.node_distance[np.maximum(parent, 0)], 0.0)
     given = topology.node_uplink

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ...cost import row_costs
 from ...graph import CommGraph
 from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, balance_report
@@ -165,9 +166,7 @@ class _SwapState:
             e = DEFAULT_EPS if eps is None else eps
             self.l_max = balance_report(np.zeros(0, dtype=np.int64), self.vw, k, e)["L_max"]
             self.load = np.bincount(self.pos, weights=self.vw, minlength=k)
-        rows = np.repeat(np.arange(n), np.diff(self.indptr))
-        self.gamma = np.bincount(rows, weights=self.w * self.dist(self.pos[rows], self.pos[self.indices]),
-                                 minlength=n)
+        self.gamma = row_costs(self.indptr, self.indices, self.w, topology, self.pos)
 
     @property
     def j(self) -> float:
