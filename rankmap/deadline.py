@@ -25,14 +25,20 @@ import time
 
 
 class Deadline:
-    """The end of a call's time, or none (``seconds=None``)."""
+    """The end of a call's time, or none (``seconds=None``).  ``pace``: how
+    many times its price a whole-graph pass takes on this machine now
+    (``rankmap.algorithms.pass_seconds``), set by a caller that timed such
+    passes (the CLI's report of the given order), else None (the price
+    holds): what the passes that follow a search, which no deadline cuts,
+    are reserved by."""
 
-    __slots__ = ("end", "hit")
+    __slots__ = ("end", "hit", "pace")
 
     def __init__(self, seconds: float | None = None, *, start: float | None = None):
         now = time.monotonic() if start is None else float(start)
         self.end = None if seconds is None else now + float(seconds)
         self.hit = False
+        self.pace: float | None = None
 
     @classmethod
     def of(cls, deadline: Deadline | None) -> Deadline:
@@ -63,7 +69,7 @@ class Deadline:
         ``hit`` is its own; the caller carries it back."""
         inner = Deadline()
         inner.end = None if self.end is None else self.end - max(float(seconds), 0.0)
-        inner.hit = self.hit
+        inner.hit, inner.pace = self.hit, self.pace
         return inner
 
     def remaining(self) -> float:
@@ -71,10 +77,10 @@ class Deadline:
         return math.inf if self.end is None else max(self.end - time.monotonic(), 0.0)
 
     def __getstate__(self):
-        return self.end, self.hit
+        return self.end, self.hit, self.pace
 
     def __setstate__(self, state):
-        self.end, self.hit = state
+        self.end, self.hit, self.pace = state
 
     def __repr__(self) -> str:
         return f"Deadline(remaining={self.remaining():.3f}s, hit={self.hit})"

@@ -193,6 +193,39 @@ def test_sooner_ends_earlier_and_keeps_no_end_as_none():
     assert Deadline(1.0).sooner(10.0).expired()
 
 
+def test_the_passes_after_a_search_are_reserved_at_their_measured_pace():
+    """The whole-graph passes no deadline cuts are reserved at their price
+    until a caller measured their pace (the CLI times the given order's
+    report); then at that pace with a margin, kept by inner deadlines and
+    worker processes."""
+    import rankmap.algorithms as algorithms
+
+    g = grid_graph(64, 64)
+    d = Deadline(GENEROUS)
+    priced = algorithms._tail_seconds(g, d)
+    assert priced == algorithms._TAIL_PASSES * algorithms.pass_seconds(g) > 0
+    d.pace = 0.2
+    assert algorithms._tail_seconds(g, d) == pytest.approx(algorithms._TAIL_MARGIN * 0.2 * priced)
+    assert d.sooner(1.0).pace == 0.2 and pickle.loads(pickle.dumps(d)).pace == 0.2
+
+
+def test_a_refinement_whose_set_up_the_deadline_cannot_afford_leaves_the_start(monkeypatch):
+    """A refinement's set-up (per-task sums, renumbering, the distance
+    oracle) cannot be cut: where the deadline leaves less than its price
+    the start comes back as it was, and the cut is reported."""
+    from rankmap.algorithms.refine import budgeted
+
+    g = scrambled(grid_graph(48, 48))
+    topo = hierarchy_topology([4, 16, 36], [1, 10, 100])
+    start = np.arange(g.n)
+    refined, _ = budgeted.refine_start(g, topo, start, 10.0, 0, Deadline(GENEROUS))
+    assert mapping_cost(g, topo, refined) < mapping_cost(g, topo, start)
+    monkeypatch.setattr(budgeted, "_PER_SETUP_ENTRY", 1.0)
+    deadline = Deadline(GENEROUS)
+    kept, work = budgeted.refine_start(g, topo, start, 10.0, 0, deadline)
+    assert kept is start and work == 0.0 and deadline.hit
+
+
 def test_the_link_stage_is_skipped_where_the_deadline_cannot_afford_its_tables(monkeypatch):
     """auto's link stage (``--objective time``) builds tables no deadline
     cuts (9 s at 2^20 tasks on a loaded machine): where the deadline leaves

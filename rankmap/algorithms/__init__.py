@@ -87,7 +87,7 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
         options["time_limit"] = budget
     start = time.perf_counter()
     # the method stops early enough for the checks below (whole-graph passes, not cut)
-    inner = deadline.sooner(_tail_seconds(graph))
+    inner = deadline.sooner(_tail_seconds(graph, deadline))
     pe = METHODS[method].fn(graph, tree, seed=seed, eps=eps, deadline=inner, **options)
     deadline.hit |= inner.hit
     if isinstance(refine, str) and refine.strip().lower() == "moves":  # many-to-one: single-task moves
@@ -167,8 +167,10 @@ def apply_objective(graph, topology, pe, objective: str, *, seed: int = 0, eps=N
 
 _PER_LINK_SETUP_ENTRY = 1e-6  # the link stage's set-up, per graph entry: the J cap and bottleneck_refine's
                               # tables before its first move (2^20 tasks: 9.4 s at load 4 on 2 cores)
-_PER_COST_ENTRY = 1e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 0.15-0.5 s, load 7)
+_PER_COST_ENTRY = 1e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 0.15-0.5 s, load 7;
+                        # 2^24: 2.3 s on an idle core, a third of the price)
 _TAIL_PASSES = 3          # after the method: J of its last start, and of the given order and the result
+_TAIL_MARGIN = 1.25       # ... reserved this many times over where their pace was measured
 
 
 def pass_seconds(graph) -> float:
@@ -177,11 +179,14 @@ def pass_seconds(graph) -> float:
     return _PER_COST_ENTRY * (graph.n_edges + graph.n)
 
 
-def _tail_seconds(graph) -> float:
+def _tail_seconds(graph, deadline: Deadline) -> float:
     """Estimated seconds of the whole-graph passes that follow a method's
     search and that no deadline cuts: the J of its last start, the check
-    of the mapping, the comparison with the given order."""
-    return _TAIL_PASSES * pass_seconds(graph)
+    of the mapping, the comparison with the given order; at the pace the
+    ``deadline`` carries where a caller measured one (with a margin), else
+    at the price."""
+    pace = 1.0 if deadline.pace is None else _TAIL_MARGIN * deadline.pace
+    return _TAIL_PASSES * pass_seconds(graph) * pace
 
 
 def _within_nodes(graph, topology, pe, deadline: Deadline):
@@ -233,7 +238,7 @@ def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     began = time.monotonic()
     multisection = METHODS["multisection"].fn  # the import, unless loaded
     slow = 1.0 if loaded else slowness(began, QUICK_START_IMPORT)
-    left = deadline.remaining() - _tail_seconds(graph)
+    left = deadline.remaining() - _tail_seconds(graph, deadline)
     inner = deadline.sooner(deadline.remaining() - left / slow)
     from .construct.partition import dense
 

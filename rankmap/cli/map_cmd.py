@@ -189,6 +189,8 @@ def run(args) -> int:
     began = time.monotonic()
     before = _before(args, graph, topology, recorded)
     half = time.monotonic() - began
+    if _BEFORE_PASSES * pass_seconds(graph) >= PACE_MIN_SECONDS:  # long enough to time: the passes' pace
+        deadline.pace = half / (_BEFORE_PASSES * pass_seconds(graph))
     reserve = REPORT_MARGIN * half
     if args.output:
         reserve += LAUNCH_PASSES * pass_seconds(graph) * slowness(began, _BEFORE_PASSES * pass_seconds(graph))
@@ -226,6 +228,7 @@ def _run_distributed(args) -> int:
 
 
 _BEFORE_PASSES = 3  # _before's work in J passes (``pass_seconds``): one evaluation
+PACE_MIN_SECONDS = 0.3  # the report's half priced at least this long times the pace of the passes after a search
 
 
 def _before(args, graph, topology, recorded) -> dict:

@@ -31,6 +31,15 @@ _PER_CACHED_STEP = 1.2e-8  # a scan with the connection cache costs n depth of t
                            # CPU, AMG-like graphs on 24:2:k from a random order to swap-optimal: 1000
                            # tasks of 221 partners 2.6e-5 s per scan, 4096 tasks of 278 partners 1.45e-4)
 CACHED_N2_MAX_TASKS = 8192  # dense graphs: all partners up to here
+_PER_SETUP_ENTRY = 2e-7    # a refinement's set-up, per task and adjacency entry (``setup_seconds``)
+
+
+def setup_seconds(graph) -> float:
+    """Estimated seconds a refinement spends before its first pair: the
+    per-task sums, the tasks renumbered by PE, the tree's distance oracle
+    (at 2^24 tasks on 4:16:262144, 14 s on an idle core of the
+    development machine)."""
+    return _PER_SETUP_ENTRY * (graph.n + graph.symmetric.nnz)
 
 
 def refine_depth(n: int):
@@ -83,8 +92,12 @@ def refine_cost(graph, topology=None, one_to_one: bool = False, cached: bool | N
 def refine_start(graph, topology, pe_of_task, budget: float, seed: int, deadline: Deadline):
     """Swap refinement of a one-to-one start within ``budget`` estimated
     seconds of counted work; returns the mapping and the work's estimated
-    seconds.  Both neighbourhoods stop early at the ``deadline``."""
+    seconds.  Both neighbourhoods stop early at the ``deadline``; their
+    set-up cannot stop, and where the deadline cannot afford it the start
+    is returned as it is."""
     n = graph.n
+    if not deadline.allows(setup_seconds(graph)):
+        return pe_of_task, 0.0
     if quadratic(graph, topology):
         per_scan = scan_seconds(graph, topology)
         pe, scans, _ = refine_around(graph, topology, pe_of_task, np.arange(n), seed=seed,
