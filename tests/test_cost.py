@@ -127,3 +127,28 @@ def test_uniform_pass_equals_pairwise_path(monkeypatch, hierarchy, distances, ma
         assert loads == pytest.approx(cost._pairwise_breakdown(g, t, pe)[3], rel=1e-12, abs=1e-9)
         assert pe_bytes == pytest.approx(cost._pairwise_breakdown(g, t, pe)[4], rel=1e-12, abs=1e-9)
         assert a["J"] > 0 and a["bottleneck"] > 0
+
+
+def test_large_graphs_remember_the_cost_of_a_mapping(monkeypatch):
+    """From MEMO_MIN_PAIRS pairs J is remembered per graph, machine and
+    mapping (auto scores the given order and its best, the check after a cut
+    search scores them again): a mapping changed in place, another machine
+    or another graph is scored anew, and the memory stays small."""
+    from rankmap import cost
+
+    monkeypatch.setattr(cost, "MEMO_MIN_PAIRS", 0)
+    g = CommGraph.from_edges(np.arange(63), np.arange(1, 64), np.ones(63), n=64)
+    t, other = topology_from_strings("4:16", "1:10"), topology_from_strings("4:16", "1:100")
+    passes, one_pass = [], cost._cost
+    monkeypatch.setattr(cost, "_cost", lambda *a: passes.append(1) or one_pass(*a))
+    pe = np.arange(64)
+    j = mapping_cost(g, t, pe)
+    assert mapping_cost(g, t, pe.copy()) == j and len(passes) == 1  # same mapping, same machine: remembered
+    pe[[0, 63]] = pe[[63, 0]]
+    assert mapping_cost(g, t, pe) > j and len(passes) == 2          # changed in place: scored anew
+    assert mapping_cost(g, other, np.arange(64)) > j and len(passes) == 3
+    assert mapping_cost(CommGraph(g.bytes * 2), t, np.arange(64)) == 2 * j and len(passes) == 4
+    for seed in range(10):
+        mapping_cost(g, t, np.random.default_rng(seed).permutation(64))
+    assert len(cost._REMEMBERED[g]) <= cost.MEMO_SIZE
+

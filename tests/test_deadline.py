@@ -213,6 +213,7 @@ def test_a_refinement_whose_set_up_the_deadline_cannot_afford_leaves_the_start(m
     """A refinement's set-up (per-task sums, renumbering, the distance
     oracle) cannot be cut: where the deadline leaves less than its price
     the start comes back as it was, and the cut is reported."""
+    from rankmap.algorithms.portfolio.one_to_one import iterated_search
     from rankmap.algorithms.refine import budgeted
 
     g = scrambled(grid_graph(48, 48))
@@ -224,6 +225,10 @@ def test_a_refinement_whose_set_up_the_deadline_cannot_afford_leaves_the_start(m
     deadline = Deadline(GENEROUS)
     kept, work = budgeted.refine_start(g, topo, start, 10.0, 0, deadline)
     assert kept is start and work == 0.0 and deadline.hit
+    deadline = Deadline(GENEROUS)  # ... nor the kicks of auto's search, each refined around the kick
+    j = mapping_cost(g, topo, refined)
+    assert iterated_search(g, topo, refined, j, seed=0, budget=10.0, deadline=deadline) == (refined, j)
+    assert deadline.hit
 
 
 def test_the_link_stage_is_skipped_where_the_deadline_cannot_afford_its_tables(monkeypatch):

@@ -169,7 +169,8 @@ _PER_LINK_SETUP_ENTRY = 1e-6  # the link stage's set-up, per graph entry: the J 
                               # tables before its first move (2^20 tasks: 9.4 s at load 4 on 2 cores)
 _PER_COST_ENTRY = 1e-7  # seconds per graph entry of one J pass (mapping_cost at 2^20 tasks: 0.15-0.5 s, load 7;
                         # 2^24: 2.3 s on an idle core, a third of the price)
-_TAIL_PASSES = 3          # after the method: J of its last start, and of the given order and the result
+_TAIL_PASSES = 2          # after the method: J of its last start, or of the given order and the result
+                          # (what one computed, the other finds remembered: ``cost.mapping_cost``)
 _TAIL_MARGIN = 1.25       # ... reserved this many times over where their pace was measured
 
 

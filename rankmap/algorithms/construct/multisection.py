@@ -415,8 +415,8 @@ def split_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: 
                                                                                       calls * groups)
 
 
-_PER_GROWN_ENTRY = 3e-7  # grow_blocks: seconds per task and adjacency entry (scrambled stencils into blocks
-                         # of 64: 2^17 tasks 0.1 s at load 3, 2^20 1.2 s CPU, 2^24 18 s on an idle core)
+_PER_GROWN_ENTRY = 2.5e-7  # grow_blocks: seconds per task and adjacency entry (scrambled stencils into blocks
+                           # of 64: 2^20 tasks 0.8 s, 2^22 3.4-4.7 s, 2^24 20 s on an idle core)
 
 
 def grow_seconds(n: int, nnz: int) -> float:

@@ -82,7 +82,7 @@ from ...cost import mapping_cost
 from ...deadline import Deadline, slowness
 from ...topology import Topology
 from ..refine.budgeted import (N2_MAX_TASKS, REFINE_PASSES, memory_factor, refine_cost, refine_start,
-                               scan_seconds)
+                               scan_seconds, setup_seconds)
 from ..refine.cycles import cycle_refine
 from ..refine.swaps import dense_graph
 from ..refine.exact_groups import MAX_PIECES, exact_group_refine
@@ -725,6 +725,8 @@ def iterated_search(graph, topology, pe_of_task, j, *, seed: int, budget: float 
     deadline = Deadline.of(deadline)
     rng = np.random.default_rng([seed, 7])
     best_pe, best_j, last_gain = pe_of_task, j, 0
+    if not deadline.allows(setup_seconds(graph)):  # each kick's refinement sums over every task first
+        return best_pe, best_j
     per_scan = scan_seconds(graph, topology)
     per_kick = _PER_KICK + graph.symmetric.nnz * _PER_KICK_EDGE
     patience = max(PATIENCE, COVER_TOUCHES * graph.n // KICK_TASKS)
