@@ -338,10 +338,12 @@ def test_grown_blocks_pack_a_scrambled_stencil():
 
 def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypatch):
     """``grow``: the top level's subtrees get the grown blocks (the same
-    blocks as ``grow_blocks``), each subtree's PEs the tasks in the order of
-    growth; fewer tasks than PEs fill each subtree's first PEs; more tasks
-    than PEs are refused; a deadline that cannot afford the growing gets
-    the given order."""
+    blocks as ``grow_blocks``), each block is grown into its subtree's
+    children (``grow_split``) and their PEs take the tasks in the order of
+    growth; where the deadline cannot afford that split, the whole block
+    in the order of growth; fewer tasks than PEs are shared out over the
+    subtrees by their PEs; more tasks than PEs are refused; a deadline that cannot afford
+    the growing gets the given order."""
     from rankmap.algorithms.construct import growing, multisection as ms, tree_growing
     from rankmap.deadline import Deadline
 
@@ -351,14 +353,21 @@ def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypat
     assert sorted(pe.tolist()) == list(range(1024))
     assert np.array_equal(pe // 64, growing.grow_blocks(g.symmetric, np.full(16, 64)))
     order = growing.growth_order(g.symmetric, np.full(16, 64))
-    assert np.array_equal(pe[order], np.arange(1024))
+    groups = growing.grow_split(g.symmetric, np.split(order, 16), [np.full(16, 4)] * 16)
+    assert np.array_equal(pe[order] % 64 // 4, np.concatenate(groups))
     assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, np.arange(1024)) / 3
     # ... and the order inside a node is worth keeping: below a shuffle of each node's PEs
     relabel = np.random.default_rng(2).permuted(np.arange(1024).reshape(16, 64), axis=1).reshape(-1)
     assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, relabel[pe])
+    monkeypatch.setattr(tree_growing, "_PER_SPLIT_ENTRY", 1e6)  # no time for the split: the order of growth
+    deadline = Deadline(600.0)
+    unsplit = tree_growing.grow(g, topo, deadline=deadline)
+    assert deadline.hit and np.array_equal(unsplit[order], np.arange(1024))
+    assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, unsplit)
     wide = hierarchy_topology([4, 16, 20], [1, 10, 100])  # 1280 PEs for 1024 tasks
     pe = map_tasks(g, wide, method="grow").pe_of_task
-    assert np.unique(pe).size == 1024 and np.all(pe % 64 < ms.task_counts(1024, np.full(20, 64))[pe // 64])
+    assert np.unique(pe).size == 1024 and np.array_equal(np.bincount(pe // 64, minlength=20),
+                                                         ms.task_counts(1024, np.full(20, 64)))
     with pytest.raises(ValueError, match="one task per PE"):
         map_tasks(g, hierarchy_topology([4, 16, 8], [1, 10, 100]), method="grow")
     monkeypatch.setattr(ms, "_PER_GROWN_ENTRY", 1e6)

@@ -384,6 +384,14 @@ class Topology:
     def children(self, node: int) -> np.ndarray:
         return self.child_idx[self.child_ptr[node]:self.child_ptr[node + 1]]
 
+    def splitting_node(self, node: int = 0) -> int:
+        """``node`` (default the root), or its first descendant with more than
+        one child: where a split below ``node`` is made (levels of one child
+        split nothing)."""
+        while self.child_ptr[node + 1] - self.child_ptr[node] == 1:
+            node = int(self.child_idx[self.child_ptr[node]])
+        return node
+
     @property
     def root(self) -> int:
         return 0

@@ -262,10 +262,8 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
         if deadline.expired():
             below_next.append((node, tasks))
             continue
+        node = topology.splitting_node(node)  # a level with one child splits nothing
         children = topology.children(node)
-        while children.size == 1:  # a level with one child splits nothing
-            node = int(children[0])
-            children = topology.children(node)
         if children.size == 0:
             pe_of_task[tasks] = topology.leaf_start[node]
             continue

@@ -149,6 +149,7 @@ IDLE_STARTS = 4       # ... or this many in a row without a gain
 SMALL_LIMIT = 2.0      # a time or work limit up to this many seconds starts with the quick constructions
 LARGE_TASKS = 1 << 15  # beyond this many tasks the parallel multisection (KaMinPar, growing) starts first
 GROW_BELOW = 512      # ... its sub-problems of at most this many tasks grown, not partitioned
+TOP_CUTS_SHARE = 0.75  # ... and where its top cuts would take more of the budget, growing along the tree
 _PER_GROWN_TASK = 2e-7  # growing: seconds per task (0.11 s for the 2^17 tasks of a stencil in 2048 nodes)
 
 
@@ -246,11 +247,14 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
     those of at most GROW_BELOW tasks (``construct/growing.py``), every
     level's at once.  On a scrambled 2^17-task stencil onto 4:16:2048 it
     took 1.2 s (one thread) where KaHIP eco's multisection took 21 s, at
-    J 1.03 x its J (``docs/results/scale.md``).  Where ``budget`` cannot
-    pay for the top cut (KaMinPar's time grows faster than the graph:
-    2^24 tasks into 262144 nodes took 389 s on one thread), the start is
-    greedy growing along the tree alone (``growing.grow``: J 1.03 x the
-    multisection's on the same stencil at 2^20, one compiled pass)."""
+    J 1.03 x its J (``docs/results/scale.md``).  Where the top cuts would
+    take more than TOP_CUTS_SHARE of ``budget`` (KaMinPar's time grows
+    faster than the graph: 2^24 tasks into 262144 nodes took 389 s on one
+    thread), the start is greedy growing along the tree alone
+    (``tree_growing.grow``, compiled passes): at 2^20 on two cores
+    KaMinPar's top cut took 6.1-7.5 s of a 10 s limit and left the nodes
+    in the given order or not, J 0.20-0.23 x the given order's from run
+    to run."""
     from ..construct.multisection import grow_seconds
     from ..construct.partition import partition_seconds
 
@@ -264,7 +268,7 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
                                           threads)
         tasks = -(-tasks // parts)
     grown = grow_seconds(graph.n, graph.symmetric.nnz)
-    if budget is not None and cost > budget and grown < cost:
+    if budget is not None and cost > TOP_CUTS_SHARE * budget and grown < cost:
         return ("grow", {"seed": seed}, grown)
     opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": threads, "grow_below": GROW_BELOW}
     return ("multisection", opts, cost)
@@ -411,17 +415,9 @@ def _mtkahypar_top_cost(graph, topology) -> float:
     return split_seconds(graph.n, graph.symmetric.nnz, _top_parts(topology), "mtkahypar", "fast")
 
 
-def _top_split_node(topology) -> int:
-    """The first node with more than one child: where the top cut is made."""
-    node = topology.root
-    while topology.children(node).size == 1:
-        node = int(topology.children(node)[0])
-    return node
-
-
 def _top_parts(topology) -> int:
     """Children of the first node that splits (the top cut's parts)."""
-    return max(int(topology.children(_top_split_node(topology)).size), 1)
+    return max(int(topology.children(topology.splitting_node()).size), 1)
 
 
 def _top_above_groups(topology) -> bool:
@@ -429,7 +425,7 @@ def _top_above_groups(topology) -> bool:
     more (nodes of groups of cores), not the groups of one node, which
     the exact split (``exact_groups``) already makes optimally: on the one-node
     models Mt-KaHyPar's try changed no J and took a third more time."""
-    return topology.max_depth - int(topology.node_depth[_top_split_node(topology)]) >= 3
+    return topology.max_depth - int(topology.node_depth[topology.splitting_node()]) >= 3
 
 
 def top_split(graph, topology, seed: int = 0) -> tuple[str, dict, float]:
