@@ -364,6 +364,9 @@ def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypat
     unsplit = tree_growing.grow(g, topo, deadline=deadline)
     assert deadline.hit and np.array_equal(unsplit[order], np.arange(1024))
     assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, unsplit)
+    deadline = Deadline(600.0)  # one level of PEs: nothing below to split, so nothing refused
+    flat = tree_growing.grow(grid_graph(8, 8), hierarchy_topology([64], [1]), deadline=deadline)
+    assert sorted(flat.tolist()) == list(range(64)) and not deadline.hit
     wide = hierarchy_topology([4, 16, 20], [1, 10, 100])  # 1280 PEs for 1024 tasks
     pe = map_tasks(g, wide, method="grow").pe_of_task
     assert np.unique(pe).size == 1024 and np.array_equal(np.bincount(pe // 64, minlength=20),

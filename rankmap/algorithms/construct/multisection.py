@@ -427,7 +427,7 @@ def _refused_blocks(adj, ws: np.ndarray, targets: np.ndarray, deadline: Deadline
     """The split a partitioning call the deadline refused leaves: tasks of
     equal weight, one per PE (one-to-one), grown into blocks of the target
     counts (``growing.grow_blocks``, O(m log m): on a scrambled stencil of
-    2^20 tasks a cut between nodes 4.6 x below the given order's), when the
+    2^20 tasks a cut between nodes 5.8 x below the given order's), when the
     deadline allows that; else the given order cut in runs
     (``_in_order_blocks``)."""
     n = adj.shape[0]

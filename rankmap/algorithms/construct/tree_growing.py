@@ -1,10 +1,11 @@
 """Greedy growing along the tree as a construction of its own (``grow``).
 
 For instances too large for any partitioner in the time given (2^24 tasks:
-KaMinPar's top cut alone took 389 s on one core), one compiled pass: the
+KaMinPar's top cut alone took 389 s on one core), compiled passes: the
 blocks of the top level's subtrees grown one after the other over the
-whole graph (``growing.growth_order``), each subtree's PEs taken in the
-order its tasks were grown.
+whole graph (``growing.growth_order``), each block grown into its
+subtree's children where the time allows (``growing.grow_split``), and
+the PEs taken in the order the tasks were grown.
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ def grow(graph, topology, *, eps=None, deadline=None, **_):
         return np.zeros(n, dtype=np.int64)
     sizes = task_counts(n, topology.leaf_stop[children] - topology.leaf_start[children])
     order = growth_order(graph.symmetric, sizes)
-    # each subtree's children (a PE child: itself), where the tree splits below the top level
-    below = [topology.children(topology.splitting_node(int(c))) for c in children]
-    if any(kids.size for kids in below) and deadline.allows(_PER_SPLIT_ENTRY * (n + nnz)):
+    # where the tree splits below the top level: each subtree's children (a PE child: itself)
+    if np.any(np.diff(topology.child_ptr)[children] > 0) and deadline.allows(_PER_SPLIT_ENTRY * (n + nnz)):
+        below = [topology.children(topology.splitting_node(int(c))) for c in children]
         below = [kids if kids.size else children[i:i + 1] for i, kids in enumerate(below)]
         counts = [task_counts(size, topology.leaf_stop[kids] - topology.leaf_start[kids])
                   for size, kids in zip(sizes.tolist(), below)]
