@@ -139,6 +139,16 @@ def test_killed_rank_loses_at_most_the_last_flush_interval(victim, tmp_path, com
     check_killed_run(out, victim, tmp_path)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_the_supervisor_dies_of_its_programs_signal(sig):
+    """A rank's supervisor ends as its program did: killed by the same
+    signal, SIGKILL included (whose action cannot be set)."""
+    code = f"from rankmap.profile.native.run import _end_like; _end_like(-{int(sig)})"
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -sig, proc.stderr
+
+
 @pytest.mark.mpi
 def test_exit_code_passes_through(tmp_path, compiled):
     out, proc = profile(2, tmp_path, compiled("exit_code.c"), "3", check=False)

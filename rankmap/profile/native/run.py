@@ -295,7 +295,8 @@ def _end_like(code: int) -> int:
     if code < 0:
         sys.stdout.flush()
         sys.stderr.flush()
-        signal.signal(-code, signal.SIG_DFL)
+        if -code != signal.SIGKILL:  # SIGKILL's action cannot be set (EINVAL), and it always kills
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         return 128 - code
     return code
