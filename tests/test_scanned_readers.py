@@ -5,6 +5,7 @@ what the line loop reads, and leaves every file it cannot read plainly
 import numpy as np
 import pytest
 
+from rankmap import cores
 from rankmap.formats import FormatError, columns, edge_list, metis, read_graph
 from rankmap.formats.columns import scan_numbers
 
@@ -19,13 +20,17 @@ def _same(a, b):
         assert (a.messages != b.messages).nnz == 0
 
 
-@pytest.fixture(params=["numpy", "compiled"])
+@pytest.fixture(params=["numpy", "compiled", "compiled on threads"])
 def scanned(monkeypatch, request):
     """Every file through the scanning path, whatever its size: its numpy
-    passes, or plain blocks by the compiled pass as in large files."""
+    passes, or plain blocks by the compiled pass as in large files, or
+    that in blocks of 8 bytes scanned three at a time."""
     monkeypatch.setattr(metis, "FAST_MIN_BYTES", 0)
     monkeypatch.setattr(edge_list, "FAST_MIN_BYTES", 0)
-    monkeypatch.setattr(columns, "COMPILED_MIN_BYTES", 0 if request.param == "compiled" else 1 << 62)
+    monkeypatch.setattr(columns, "COMPILED_MIN_BYTES", 1 << 62 if request.param == "numpy" else 0)
+    if request.param == "compiled on threads":
+        monkeypatch.setattr(columns, "BLOCK", 8)
+        monkeypatch.setattr(cores, "default_workers", lambda: 3)
 
 
 METIS_PLAIN = [
