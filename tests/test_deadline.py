@@ -212,7 +212,9 @@ def test_the_passes_after_a_search_are_reserved_at_their_measured_pace():
 def test_a_refinement_whose_set_up_the_deadline_cannot_afford_leaves_the_start(monkeypatch):
     """A refinement's set-up (per-task sums, renumbering, the distance
     oracle) cannot be cut: where the deadline leaves less than its price
-    the start comes back as it was, and the cut is reported."""
+    the start comes back as it was, and the cut is reported; so do auto's
+    kicks and its exact split of the nodes into groups."""
+    from rankmap.algorithms.portfolio import one_to_one
     from rankmap.algorithms.portfolio.one_to_one import iterated_search
     from rankmap.algorithms.refine import budgeted
 
@@ -228,6 +230,13 @@ def test_a_refinement_whose_set_up_the_deadline_cannot_afford_leaves_the_start(m
     deadline = Deadline(GENEROUS)  # ... nor the kicks of auto's search, each refined around the kick
     j = mapping_cost(g, topo, refined)
     assert iterated_search(g, topo, refined, j, seed=0, budget=10.0, deadline=deadline) == (refined, j)
+    assert deadline.hit
+    deadline = Deadline(GENEROUS)  # ... nor the exact split of the nodes into groups (its passes first)
+    assert one_to_one.exact_groups(g, topo, refined, j, 10.0, 0, deadline) == (refined, j, 0.0) and deadline.hit
+    deadline = Deadline(GENEROUS)  # ... and a pass that moved tasks keeps its result unrefined
+    moved = refined.copy()
+    moved[[0, 1]] = moved[[1, 0]]
+    assert one_to_one._settle(g, topo, refined, j, moved, 5.0, 0.1, 10.0, 0, deadline) == (moved, j - 5.0, 0.1)
     assert deadline.hit
 
 

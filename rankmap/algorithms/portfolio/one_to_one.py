@@ -641,6 +641,8 @@ def exact_groups(graph, topology, pe_of_task, j: float, budget: float, seed: int
     stopped at, on traffic:btmz 0.6 % below, where the LP's optimum is
     integral), then swap refinement around the moved tasks; returns the
     mapping, its J and the work's estimated seconds.  Never a higher J."""
+    if not deadline.allows(setup_seconds(graph)):  # its passes over the graph before the first node
+        return pe_of_task, j, 0.0
     work = max(int(budget / _PER_PIECE), MIN_EXACT_WORK)
     pe, removed, work = exact_group_refine(graph, topology, pe_of_task, max_work=work, deadline=deadline)
     return _settle(graph, topology, pe_of_task, j, pe, removed, work * _PER_PIECE, budget, seed, deadline)
@@ -654,6 +656,8 @@ def _settle(graph, topology, before, j: float, pe, removed: float, work: float, 
     J did not drop."""
     if removed <= 0:
         return before, j, work
+    if not deadline.allows(setup_seconds(graph)):  # the refinement's set-up cannot be cut: the pass as it is
+        return pe, j - removed, work
     cap = max(int((budget - work) / scan_seconds(graph, topology)), 1)
     pe, scans, cj = refine_around(graph, topology, pe, np.flatnonzero(pe != before), seed=seed,
                                   max_scans=cap, deadline=deadline)

@@ -251,6 +251,8 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
     loss = np.bincount(node[rows][between], weights=adj.data[between], minlength=node.max() + 1)
     order = full[np.argsort(-loss[full], kind="stable")]
     removed, work = 0.0, 0
+    task_at = np.full(topology.n_pes, -1, dtype=np.int64)  # the task on every PE: a full node's tasks
+    task_at[pe] = np.arange(graph.n)                       # are its PEs' (nothing moves between nodes)
     old_group = np.arange(per_node) // a0               # local task i sits in local group i // a0
     same = np.triu(old_group[:, None] == old_group[None, :], 1)
     fractional = []                                     # (bound - inside now, node, pieces) for the branch and bound
@@ -260,7 +262,8 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         room = MAX_PIECES if max_work is None else min(MAX_PIECES, max_work - work)
         if room < per_node:
             break
-        tasks, weights, now_inside = _node(adj, node, pe, p, same)
+        tasks = task_at[p * per_node:(p + 1) * per_node]  # in PE order
+        weights, now_inside = _node(adj, tasks, same)
         levels = connected_pieces(weights, a0, limit=room)
         if len(levels) < a0:
             continue                                    # too dense, or more than the budget has left
@@ -273,7 +276,7 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         if found is None:                               # branch over the pieces a better split can take
             fractional.append((gap, tasks, now_inside, model.columns(pieces_within(reduced, gap))))
             continue
-        removed += factor * _apply(pe, tasks, found, now_inside, old_group, a0, a1)
+        removed += factor * _apply(pe, task_at, tasks, found, now_inside, old_group, a0, a1)
     # then the branch and bounds, the node whose LP promises most first, while the work pays for them
     for _, tasks, now_inside, model in sorted(fractional, key=lambda f: -f[0]):
         if deadline.expired():
@@ -283,26 +286,28 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         work += BRANCH_WORK * model.value.size
         found = best_split(model, a0, a1, deadline)
         if found is not None:
-            removed += factor * _apply(pe, tasks, found[:2], now_inside, old_group, a0, a1)
+            removed += factor * _apply(pe, task_at, tasks, found[:2], now_inside, old_group, a0, a1)
     return pe, removed, work
 
 
-def _node(adj, node: np.ndarray, pe: np.ndarray, p: int, same: np.ndarray):
-    """Tasks of node ``p`` in PE order, their dense weights and the weight
-    inside their groups now (``same``: pairs of local indices in one group)."""
-    tasks = np.flatnonzero(node == p)
-    tasks = tasks[np.argsort(pe[tasks])]
+def _node(adj, tasks: np.ndarray, same: np.ndarray):
+    """The dense weights among a node's ``tasks`` (in PE order) and the
+    weight inside their groups now (``same``: pairs of local indices in
+    one group)."""
     weights = adj[tasks][:, tasks].toarray()
-    return tasks, weights, float(weights[same].sum())
+    return weights, float(weights[same].sum())
 
 
-def _apply(pe: np.ndarray, tasks: np.ndarray, found, now_inside: float, old_group, a0: int, a1: int) -> float:
+def _apply(pe: np.ndarray, task_at: np.ndarray, tasks: np.ndarray, found, now_inside: float, old_group,
+           a0: int, a1: int) -> float:
     """Regroup the node's ``tasks`` by ``found`` (groups, inside weight)
-    when it keeps more inside; the weight won."""
+    when it keeps more inside (``task_at``, the task on every PE, follows);
+    the weight won."""
     groups, inside = found
     if inside <= now_inside * (1 + 1e-12):
         return 0.0
     pe[tasks] = _regroup(pe[tasks], groups, old_group, a0, a1)
+    task_at[pe[tasks]] = tasks
     return inside - now_inside
 
 
