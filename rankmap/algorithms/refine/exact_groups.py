@@ -262,7 +262,7 @@ def exact_group_refine(graph: CommGraph, topology: Topology, pe_of_task, *, max_
         room = MAX_PIECES if max_work is None else min(MAX_PIECES, max_work - work)
         if room < per_node:
             break
-        tasks = task_at[p * per_node:(p + 1) * per_node]  # in PE order
+        tasks = task_at[p * per_node:(p + 1) * per_node].copy()  # in PE order (a copy: _apply rewrites task_at)
         weights, now_inside = _node(adj, tasks, same)
         levels = connected_pieces(weights, a0, limit=room)
         if len(levels) < a0:
