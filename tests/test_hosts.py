@@ -254,3 +254,7 @@ def test_openmpi_rankfile_slots_are_logical_cores():
     two = cluster_of_hosts(hierarchy_topology([2, 2], [1.0, 10.0], host_prefix=None),
                            [("cn01", None), ("cn02", None)])
     assert core_slots(two).tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
+    three = cluster_of_hosts(smt, [("cn01", None), ("cn02", None), ("cn03", None)])  # SMT cores on every host
+    assert core_slots(three).tolist() == [k // 2 for k in range(16)] * 3
+    assert three.slot_in_host().tolist() == list(range(16)) * 3
+    assert three.host_ids().tolist() == [h for h in range(3) for _ in range(16)]

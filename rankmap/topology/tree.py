@@ -542,14 +542,20 @@ class Topology:
         """Host names in PE order, without repeats."""
         return list(dict.fromkeys(self.pe_host.tolist()))
 
+    def host_ids(self) -> np.ndarray:
+        """Each PE's host as its index in ``hosts()``."""
+        ids: dict[str, int] = {}
+        return np.fromiter((ids.setdefault(h, len(ids)) for h in self.pe_host.tolist()), dtype=np.int64,
+                           count=self.n_pes)
+
     def slot_in_host(self) -> np.ndarray:
         """Index of each PE among the PEs of its host (the logical core number
         an Open MPI rankfile uses)."""
+        host = self.host_ids()
+        order = np.argsort(host, kind="stable")  # a host's PEs in PE order
+        first = np.searchsorted(host[order], host[order])  # where each PE's host begins
         out = np.empty(self.n_pes, dtype=np.int64)
-        counters: dict[str, int] = {}
-        for p, h in enumerate(self.pe_host):
-            out[p] = counters.get(h, 0)
-            counters[h] = out[p] + 1
+        out[order] = np.arange(self.n_pes) - first
         return out
 
     def __repr__(self) -> str:
@@ -578,7 +584,8 @@ def core_slots(topology) -> np.ndarray:
     if not isinstance(topology, Topology):  # a mesh: each PE its own core
         return topology.slot_in_host()
     kinds = topology.node_kind
-    is_core = np.fromiter(("core" in k.split("+") for k in kinds), dtype=bool, count=len(kinds))
+    core_kind = {k: "core" in k.split("+") for k in set(kinds)}  # a few kinds, millions of nodes
+    is_core = np.fromiter((core_kind[k] for k in kinds), dtype=bool, count=len(kinds))
     cur = topology.leaf_of_pe.copy()
     found = is_core[cur]
     for _ in range(topology.max_depth):
@@ -588,9 +595,13 @@ def core_slots(topology) -> np.ndarray:
         cur[move] = topology.parent[cur[move]]
         found |= is_core[cur]
     unit = np.where(found, cur, topology.leaf_of_pe)
+    # each PE's core among its host's cores in tree order (node ids follow it): sorted by (host, core),
+    # a core's rank counts the cores before it on its host (one sort, not a pass over every PE per host)
+    host = topology.host_ids()
+    order = np.lexsort((unit, host))
+    h, u = host[order], unit[order]
+    new_host = np.r_[True, h[1:] != h[:-1]]
+    rank = np.cumsum(new_host | np.r_[True, u[1:] != u[:-1]]) - 1
     out = np.empty(topology.n_pes, dtype=np.int64)
-    for host in topology.hosts():
-        pes = np.flatnonzero(topology.pe_host == host)
-        _, index = np.unique(unit[pes], return_inverse=True)  # node ids follow tree order
-        out[pes] = index
+    out[order] = rank - np.maximum.accumulate(np.where(new_host, rank, 0))
     return out
