@@ -43,8 +43,10 @@ from .common import (add_graph_arguments, add_topology_arguments, check_fits, du
 #: the mapping, which also pays the one-off costs: 3.1 s against 1.9 s at 2^20 tasks, load
 #: 6.5 on 2 cores).  A price at idle-core speed left a 10 s limit there running 14-23 s
 REPORT_MARGIN = 1.0
-#: ... plus, with ``-o``, the launch files: this many J passes (``pass_seconds``) as slow
-LAUNCH_PASSES = 2
+#: ... plus, with ``-o``, the launch files: seconds per rank, as slow as the first half ran (a launch
+#: file and its bindings file for 2^20 ranks: 2.9 s for hydra and Slurm, 3.8 s for an Open MPI rankfile
+#: on an idle core of the development machine)
+LAUNCH_SECONDS_PER_RANK = 4e-6
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -193,7 +195,7 @@ def run(args) -> int:
         deadline.pace = half / (_BEFORE_PASSES * pass_seconds(graph))
     reserve = REPORT_MARGIN * half
     if args.output:
-        reserve += LAUNCH_PASSES * pass_seconds(graph) * slowness(began, _BEFORE_PASSES * pass_seconds(graph))
+        reserve += LAUNCH_SECONDS_PER_RANK * graph.n * slowness(began, _BEFORE_PASSES * pass_seconds(graph))
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
                         objective=args.objective, deadline=deadline.sooner(reserve), **options)
     return _report(args, graph, topology, recorded, mapping, before)
