@@ -109,12 +109,11 @@ def _uniform_groups(graph: CommGraph, topology) -> tuple[np.ndarray, np.ndarray,
     last, and the node ids of each depth's groups) where the one-pass
     kernels of ``cost_kernel`` apply: a tree built by ``Topology.uniform``,
     no link matrices, at least ``UNIFORM_PASS_PAIRS`` pairs; else None."""
-    if (not isinstance(topology, Topology) or topology._levels is None or topology.has_links
-            or graph.n_edges < UNIFORM_PASS_PAIRS):
+    levels = _uniform_levels(topology) if graph.n_edges >= UNIFORM_PASS_PAIRS else None
+    if levels is None:
         return None
-    sizes, dists = topology._levels
-    return (np.asarray(list(sizes) + [1], dtype=np.int64), np.asarray(list(dists) + [0.0], dtype=np.float64),
-            topology.level_node_ids())
+    sizes, dists = levels
+    return np.append(sizes, 1), np.append(dists, 0.0), topology.level_node_ids()
 
 
 def _rows(graph: CommGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -191,11 +191,12 @@ def run(args) -> int:
     began = time.monotonic()
     before = _before(args, graph, topology, recorded)
     half = time.monotonic() - began
-    if _BEFORE_PASSES * pass_seconds(graph) >= PACE_MIN_SECONDS:  # long enough to time: the passes' pace
-        deadline.pace = half / (_BEFORE_PASSES * pass_seconds(graph))
+    priced = _BEFORE_PASSES * pass_seconds(graph)
+    if priced >= PACE_MIN_SECONDS:  # long enough to time: the passes' pace
+        deadline.pace = half / priced
     reserve = REPORT_MARGIN * half
     if args.output:
-        reserve += LAUNCH_SECONDS_PER_RANK * graph.n * slowness(began, _BEFORE_PASSES * pass_seconds(graph))
+        reserve += LAUNCH_SECONDS_PER_RANK * graph.n * slowness(began, priced)
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
                         objective=args.objective, deadline=deadline.sooner(reserve), **options)
     return _report(args, graph, topology, recorded, mapping, before)
