@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ...heap_kernel import pop, push
 from ..jit import njit
 
 
@@ -140,55 +141,11 @@ def _unmix(v):
 
 
 @njit(cache=True)
-def _before(key_a, val_a, key_b, val_b) -> bool:
-    """(key, value) order of the heap: the smaller key, ties to the smaller value."""
-    return key_a < key_b or (key_a == key_b and val_a < val_b)
-
-
-@njit(cache=True)
 def _doubled(keys, vals):
     """A full heap's arrays with room for as many entries again."""
     more_keys, more_vals = np.empty(2 * keys.size), np.empty(2 * keys.size, dtype=np.uint64)
     more_keys[:keys.size], more_vals[:keys.size] = keys, vals
     return more_keys, more_vals
-
-
-@njit(cache=True)
-def _push(keys, vals, size, key, val):
-    """(key, val) added to the binary min-heap ``keys[:size]``/``vals[:size]``
-    (room checked by the caller: ``_doubled``); returns the new size.  Two
-    flat arrays: numba's heapq on a list of tuples took 12 % longer."""
-    i = size
-    while i > 0:
-        up = (i - 1) >> 1
-        if not _before(key, val, keys[up], vals[up]):
-            break
-        keys[i], vals[i] = keys[up], vals[up]
-        i = up
-    keys[i], vals[i] = key, val
-    return size + 1
-
-
-@njit(cache=True)
-def _pop(keys, vals, size):
-    """The smallest (key, val) of the heap of ``size`` entries, taken out;
-    returns it and the new size."""
-    key, val = keys[0], vals[0]
-    size -= 1
-    last_key, last_val = keys[size], vals[size]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        if c + 1 < size and _before(keys[c + 1], vals[c + 1], keys[c], vals[c]):
-            c += 1
-        if not _before(keys[c], vals[c], last_key, last_val):
-            break
-        keys[i], vals[i] = keys[c], vals[c]
-        i = c
-    keys[i], vals[i] = last_key, last_val
-    return key, val, size
 
 
 @njit(cache=True)
@@ -219,7 +176,7 @@ def _grow_blocks(indptr, indices, w, sizes, block, order):
         for _ in range(sizes[b]):
             t = -1
             while n_heap:
-                key, v, n_heap = _pop(keys, vals, n_heap)
+                key, v, n_heap = pop(keys, vals, n_heap)
                 x = _unmix(v)
                 if state[x, 3] == 0.0 and -key == 2.0 * state[x, 1] + state[x, 0] - state[x, 2]:
                     t = x
@@ -245,7 +202,7 @@ def _grow_blocks(indptr, indices, w, sizes, block, order):
                 # the gain: traffic into the block minus traffic to the tasks still free
                 if n_heap == keys.size:
                     keys, vals = _doubled(keys, vals)
-                n_heap = _push(keys, vals, n_heap, -(2.0 * state[x, 1] + state[x, 0] - state[x, 2]), _mix(x))
+                n_heap = push(keys, vals, n_heap, -(2.0 * state[x, 1] + state[x, 0] - state[x, 2]), _mix(x))
         for i in range(n_touched):
             state[touched[i], 1] = 0.0
         n_heap = 0
