@@ -27,6 +27,11 @@ A run leaves one part file per rank, ``NAME.rmtrace.npz.parts/rankNNNNNN
 .rmtrace.npz``, each a trace covering one rank; rank 0 merges them into
 ``NAME.rmtrace.npz`` at the end.  ``read_trace`` accepts the merged file, a
 parts directory, or a part; ``merge_traces`` joins traces over disjoint ranks.
+
+Optional: each rank's event log in program order (``EventLog``, the input of
+``rankmap.replay``): ``events_ptr``, ``events_op``, ``events_peer``,
+``events_nbytes``, ``events_comm_ptr``, ``events_comm_members``,
+``events_truncated``; a file without them reads with ``Trace.events`` None.
 """
 
 from __future__ import annotations
@@ -52,6 +57,77 @@ STATUSES = ("complete", "error", "signal", "exit", "flushed", "started")
 UNFINISHED = ("flushed", "started")
 _FIELDS = ("src", "dst", "phase", "bytes", "msgs")
 _MARKER = "rankmap_trace"
+
+#: event kinds of an ``EventLog`` (its ``op`` values)
+EVENT_SEND, EVENT_RECV, EVENT_WAIT, EVENT_COLL, EVENT_CSEND = range(5)
+#: events a rank logs before its log stops (``EventLog.truncated``), at most ...
+DEFAULT_MAX_EVENTS = 1 << 18
+#: ... and the job's share of this many (the replay keeps 50-100 bytes an event: what it replays at most) ...
+JOB_MAX_EVENTS = 1 << 22
+#: ... and no log where a rank's share is below this (beyond 4096 ranks, unless asked for)
+MIN_LOG_EVENTS = 1 << 10
+
+
+def default_max_events(nranks: int) -> int:
+    """Events each of ``nranks`` ranks logs unless told: the job's log stays
+    within what the replay takes, and a share too short to hold an
+    iteration is no log."""
+    share = min(DEFAULT_MAX_EVENTS, JOB_MAX_EVENTS // max(int(nranks), 1))
+    return share if share >= MIN_LOG_EVENTS else 0
+_EVENT_FIELDS = ("ptr", "op", "peer", "nbytes", "comm_ptr", "comm_members", "truncated")
+
+
+@dataclass
+class EventLog:
+    """Every rank's point-to-point posts, waits and collectives in program
+    order: what the link time cannot see (who waits for whom), for the replay.
+
+    Rank r's events are ``ptr[r]:ptr[r+1]`` of ``op``/``peer``/``nbytes``:
+    SEND/RECV name the peer's world rank (RECV -1: an ANY_SOURCE receive
+    that never completed), WAIT the rank's own event (0-based within the
+    rank) whose request it waits for, COLL a communicator (index into
+    ``comm_ptr``/``comm_members``: its world ranks), CSEND one modelled flow
+    of the COLL before it.  ``truncated[r]``: rank r's log reached its cap.
+    """
+
+    ptr: np.ndarray
+    op: np.ndarray
+    peer: np.ndarray
+    nbytes: np.ndarray
+    comm_ptr: np.ndarray
+    comm_members: np.ndarray
+    truncated: np.ndarray
+
+    @property
+    def nranks(self) -> int:
+        return self.ptr.size - 1
+
+    @property
+    def ncomms(self) -> int:
+        return self.comm_ptr.size - 1
+
+    def rank_events(self, rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(op, peer, nbytes) of ``rank``'s events, in program order."""
+        lo, hi = self.ptr[rank], self.ptr[rank + 1]
+        return self.op[lo:hi], self.peer[lo:hi], self.nbytes[lo:hi]
+
+    def members(self, comm: int) -> np.ndarray:
+        """World ranks of communicator ``comm`` (in its rank order)."""
+        return self.comm_members[self.comm_ptr[comm]:self.comm_ptr[comm + 1]]
+
+    @classmethod
+    def of_rank(cls, nranks: int, rank: int, op, peer, nbytes, comms, truncated: bool) -> EventLog:
+        """The log of a trace covering one rank (``comms``: member lists)."""
+        ptr = np.zeros(nranks + 1, dtype=np.int64)
+        ptr[rank + 1:] = len(op)
+        sizes = [len(c) for c in comms]
+        trunc = np.zeros(nranks, dtype=bool)
+        trunc[rank] = truncated
+        return cls(ptr, np.asarray(op, dtype=np.int8), np.asarray(peer, dtype=np.int64),
+                   np.asarray(nbytes, dtype=np.int64),
+                   np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64),
+                   np.fromiter((w for c in comms for w in c), dtype=np.int64, count=sum(sizes)),
+                   trunc)
 
 
 class RankInfo(NamedTuple):
@@ -80,6 +156,7 @@ class Trace:
     host_topology_xml: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
     source: str = ""
+    events: EventLog | None = None  # each rank's event log (None: not recorded)
 
     @property
     def ranks(self) -> np.ndarray:
@@ -238,6 +315,10 @@ class Trace:
                            f"{kind}_phase": e["phase"].astype(np.int32),
                            f"{kind}_bytes": e["bytes"].astype(np.float64),
                            f"{kind}_msgs": e["msgs"].astype(np.int64)})
+        if self.events is not None:
+            dtypes = {"op": np.int8, "truncated": bool}
+            arrays.update({f"events_{f}": np.asarray(getattr(self.events, f), dtype=dtypes.get(f, np.int64))
+                           for f in _EVENT_FIELDS})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         with open(tmp, "wb") as fh:
@@ -462,7 +543,51 @@ def _build(meta: dict, a: dict, source: str) -> Trace:
         edges[kind] = e
     xml = dict(meta.get("host_topology_xml") or {})
     keep = {k: v for k, v in meta.items() if k not in ("hosts", "host_topology_xml", "phases", "statuses")}
-    return Trace(n, edges, list(meta["phases"]), info, xml, keep, source)
+    events = _events(source, a, n, ranks) if any(k.startswith("events_") for k in a) else None
+    return Trace(n, edges, list(meta["phases"]), info, xml, keep, source, events)
+
+
+def _events(source, a: dict, n: int, ranks: np.ndarray) -> EventLog:
+    """The event log members, checked so that the replay can follow every
+    index: the rank pointer, peers per kind, waits on an earlier post of the
+    same rank, communicators, and no events for ranks the file lacks."""
+    for f in _EVENT_FIELDS:
+        if f"events_{f}" not in a:
+            raise ValueError(f"{source}: trace lacks member 'events_{f}' (its event log is incomplete)")
+    ptr = _array(source, a, "events_ptr", n + 1, low=0)
+    op = _array(source, a, "events_op", low=EVENT_SEND, high=EVENT_CSEND)
+    count = op.size
+    peer = _array(source, a, "events_peer", count, low=-1).astype(np.int64)
+    nbytes = _array(source, a, "events_nbytes", count, low=0).astype(np.int64)
+    members = _array(source, a, "events_comm_members", low=0, high=n - 1).astype(np.int64)
+    comm_ptr = _array(source, a, "events_comm_ptr", low=0, high=members.size).astype(np.int64)
+    trunc = a["events_truncated"]
+    flags = trunc.dtype.kind in "biu" and (trunc.size == 0 or 0 <= trunc.min() <= trunc.max() <= 1)
+    if trunc.ndim != 1 or trunc.size != n or not flags:
+        raise ValueError(f"{source}: member 'events_truncated' must hold {n} flags")
+    if ptr[0] != 0 or ptr[-1] != count or np.any(np.diff(ptr) < 0):
+        raise ValueError(f"{source}: member 'events_ptr' is not an index into the events")
+    if comm_ptr.size < 1 or comm_ptr[0] != 0 or comm_ptr[-1] != members.size or np.any(np.diff(comm_ptr) < 0):
+        raise ValueError(f"{source}: member 'events_comm_ptr' is not an index into 'events_comm_members'")
+    covered = np.zeros(n, dtype=bool)
+    covered[ranks] = True
+    if np.any((np.diff(ptr) > 0) & ~covered) or np.any(trunc.astype(bool) & ~covered):
+        raise ValueError(f"{source}: member 'events_ptr' holds events of a rank the trace does not cover")
+    op = op.astype(np.int8)
+    rank_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+    local = np.arange(count, dtype=np.int64) - ptr[rank_of]
+    wait = op == EVENT_WAIT
+    high = np.select([wait, op == EVENT_COLL], [local - 1, comm_ptr.size - 2], n - 1)
+    low = np.where(op == EVENT_RECV, -1, 0)
+    bad = np.flatnonzero((peer < low) | (peer > high))
+    if bad.size == 0 and wait.any():  # a wait names a send or receive
+        posted = op[ptr[rank_of[wait]] + peer[wait]]
+        bad = np.flatnonzero(wait)[(posted != EVENT_SEND) & (posted != EVENT_RECV)]
+    if bad.size:
+        e = int(bad[0])
+        raise ValueError(f"{source}: event {int(local[e])} of rank {int(rank_of[e])} (op {int(op[e])}) "
+                         f"names {int(peer[e])}, out of its range")
+    return EventLog(ptr.astype(np.int64), op, peer, nbytes, comm_ptr, members, trunc.astype(bool))
 
 
 # --------------------------------------------------------------------- merging
@@ -498,7 +623,45 @@ def merge_traces(traces: list[Trace]) -> Trace:
         for h, x in t.host_topology_xml.items():
             if x is not None or h not in xml:
                 xml[h] = x
-    return Trace(n, edges, phases, info, xml, dict(traces[0].meta), traces[0].source)
+    events = _merge_events(traces, n)
+    return Trace(n, edges, phases, info, xml, dict(traces[0].meta), traces[0].source, events)
+
+
+def _merge_events(traces: list[Trace], n: int) -> EventLog | None:
+    """Each rank's events from the trace that covers it, in rank order; the
+    communicators merged by content (the same world ranks in the same order
+    are one index).  None unless every trace has its log: a log with ranks
+    missing only because their profiler logged nothing would mislead."""
+    if any(t.events is None for t in traces):
+        return None
+    index: dict = {}
+    members, rank_of, ops, peers, nbytes = [], [], [], [], []
+    truncated = np.zeros(n, dtype=bool)
+    for t in traces:
+        e = t.events
+        remap = np.empty(e.ncomms, dtype=np.int64)
+        for c in range(e.ncomms):
+            m = np.asarray(e.members(c), dtype=np.int64)
+            key = m.tobytes()
+            if key not in index:
+                index[key] = len(members)
+                members.append(m)
+            remap[c] = index[key]
+        peer = np.asarray(e.peer, dtype=np.int64).copy()
+        coll = np.asarray(e.op) == EVENT_COLL
+        peer[coll] = remap[peer[coll]]
+        rank_of.append(np.repeat(np.arange(n, dtype=np.int64), np.diff(e.ptr)))
+        ops.append(np.asarray(e.op, dtype=np.int8))
+        peers.append(peer)
+        nbytes.append(np.asarray(e.nbytes, dtype=np.int64))
+        truncated |= np.asarray(e.truncated, dtype=bool)
+    rank = np.concatenate(rank_of)
+    order = np.argsort(rank, kind="stable")  # ranks come from one trace each, in program order
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(rank, minlength=n))]).astype(np.int64)
+    comm_ptr = np.concatenate([[0], np.cumsum([m.size for m in members], dtype=np.int64)]).astype(np.int64)
+    return EventLog(ptr, np.concatenate(ops)[order], np.concatenate(peers)[order],
+                    np.concatenate(nbytes)[order], comm_ptr,
+                    np.concatenate(members) if members else np.zeros(0, dtype=np.int64), truncated)
 
 
 def part_path(output, rank: int) -> Path:

@@ -7,6 +7,8 @@ counted per (source, destination) COMM_WORLD rank pair, separately for
 point-to-point, collectives (by a selectable model, see
 ``rankmap.profile.collectives``) and one-sided traffic, and written to one
 trace file (``rankmap.trace``).  No communication happens while counting.
+Each rank also logs its posts, waits and collectives in program order (the
+replay's input, ``trace.EventLog``; ``--max-events``).
 
 Inside a program:
 
@@ -45,7 +47,7 @@ def _session():
 
 
 def start(comm=None, *, collectives: str = "tree", output=None, topology: bool = True,
-          flush_interval: float | None = None, write_at_exit: bool = True):
+          flush_interval: float | None = None, write_at_exit: bool = True, max_events: int | None = None):
     """Begin recording (collective over COMM_WORLD) and return the recording
     version of ``comm`` (default: COMM_WORLD).
 
@@ -56,6 +58,9 @@ def start(comm=None, *, collectives: str = "tree", output=None, topology: bool =
     between rewrites of this rank's part file when its counters changed (a
     rank killed without warning loses at most that much; default
     ``session.FLUSH_INTERVAL``; 0: only at the end, on SIGTERM or an error).
+    ``max_events``: events each rank logs in program order for the replay
+    (default ``trace.default_max_events``: 2^18, fewer beyond 16 ranks so
+    that the job logs at most 2^22, none beyond 4096 ranks; 0: no log).
     Raises ``ProfileError`` on every rank when ``output`` cannot be written.
     """
     global _SESSION
@@ -67,7 +72,8 @@ def start(comm=None, *, collectives: str = "tree", output=None, topology: bool =
         _SESSION = Session(output or "rankmap.rmtrace.npz", collectives=collectives,
                            topology=topology,
                            flush_interval=FLUSH_INTERVAL if flush_interval is None else flush_interval,
-                           program=sys.argv[0] if sys.argv else "")
+                           program=sys.argv[0] if sys.argv else "",
+                           max_events=max_events)
         wrappers.install(_SESSION.recorder, pcontrol=_pcontrol)
         _SESSION.install_signal_handler()
         if write_at_exit:

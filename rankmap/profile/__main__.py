@@ -40,16 +40,20 @@ options:
                            counters changed (default 1: a rank killed without
                            warning loses at most its last SEC seconds; 0 = only
                            at exit/SIGTERM/error)
+  --max-events N           events each rank logs in program order (posts, waits,
+                           collectives: what the replay of an order follows;
+                           default 262144, fewer beyond 16 ranks: 2^22 in all,
+                           none beyond 4096 ranks; 0 = no log; mpi4py only)
   -h, --help               show this help
 """
 
 
 def parse(argv: list[str]) -> tuple[dict, str, str, list[str]]:
     opts = {"output": None, "collectives": "tree", "phase": None, "paused": False,
-            "topology": True, "flush_interval": None}
+            "topology": True, "flush_interval": None, "max_events": None}
     i = 0
     valued = {"-o": "output", "--output": "output", "--collectives": "collectives",
-              "--phase": "phase", "--flush-interval": "flush_interval"}
+              "--phase": "phase", "--flush-interval": "flush_interval", "--max-events": "max_events"}
     while i < len(argv):
         arg = argv[i]
         name, eq, value = arg.partition("=")
@@ -67,7 +71,7 @@ def parse(argv: list[str]) -> tuple[dict, str, str, list[str]]:
                 value = argv[i + 1]
                 i += 1
             key = valued[name]
-            opts[key] = flush_interval(value) if key == "flush_interval" else value
+            opts[key] = {"flush_interval": flush_interval, "max_events": max_events}.get(key, str)(value)
         elif arg == "--paused":
             opts["paused"] = True
         elif arg == "--no-topology":
@@ -88,6 +92,16 @@ def flush_interval(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise SystemExit(f"rankmap.profile: --flush-interval must be a finite number of seconds "
                          f">= 0, not {text!r}")
+    return value
+
+
+def max_events(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SystemExit(f"rankmap.profile: --max-events must be an integer >= 0, not {text!r}")
     return value
 
 
@@ -127,7 +141,8 @@ def main(argv=None) -> int:
 
     try:
         start(collectives=opts["collectives"], output=opts["output"] or default_output(kind, target),
-              topology=opts["topology"], flush_interval=opts["flush_interval"], write_at_exit=False)
+              topology=opts["topology"], flush_interval=opts["flush_interval"], write_at_exit=False,
+              max_events=opts["max_events"])
     except ProfileError as exc:  # agreed: every rank stops, rank 0 says why
         if MPI.COMM_WORLD.Get_rank() == 0:
             print(exc, file=sys.stderr)

@@ -21,7 +21,8 @@ attributes them to pairs with a model, selected with ``--collectives``:
 In every model alltoall(v/w) is a direct exchange (block i goes to rank i), and
 neighbourhood collectives are exact: they name their peers.  On an
 intercommunicator every model sends straight to the other group
-(``intercomm_plan``).  Barriers carry no data and are not recorded.
+(``intercomm_plan``).  Barriers carry no data and are not counted (the event
+log has them: a collective without flows).
 
 A plan is a list of ``(peer, factor)`` for the calling rank only: the rank
 sends ``factor x unit`` bytes to ``peer`` (comm ranks), where ``unit`` is the

@@ -5,12 +5,15 @@ plain Python lists indexed by world rank (a list item increment is the
 cheapest mutable counter CPython has); the interception code adds to
 ``recorder.active``.  Index ``world_size`` collects traffic to processes
 outside COMM_WORLD (spawned or connected jobs).  Switching phase or pausing
-only rebinds ``active``.
+only rebinds ``active`` (and ``log``: the event log, None while paused).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ..trace import DEFAULT_MAX_EVENTS
+from .eventlog import EventRecorder
 
 DEFAULT_PHASE = "main"
 
@@ -28,9 +31,11 @@ class Counters:
 
 
 class Recorder:
-    """Counters of one rank, per phase, with a pause switch."""
+    """Counters of one rank, per phase, with a pause switch, and its event
+    log (``events``; None when ``max_events`` is 0)."""
 
-    def __init__(self, world_size: int, world_rank: int, collectives: str = "tree"):
+    def __init__(self, world_size: int, world_rank: int, collectives: str = "tree",
+                 max_events: int = DEFAULT_MAX_EVENTS):
         from .collectives import MODELS
 
         if collectives not in MODELS:
@@ -44,6 +49,10 @@ class Recorder:
         self.pcontrol_base = DEFAULT_PHASE  # phase to return to after Pcontrol(k >= 2)
         self._scratch = Counters(world_size + 1)  # receives counts while paused
         self.active = self._phase(DEFAULT_PHASE)
+        if not isinstance(max_events, int) or isinstance(max_events, bool) or max_events < 0:
+            raise ValueError(f"max_events must be an integer >= 0, not {max_events!r}")
+        self.events = EventRecorder(max_events) if max_events else None
+        self.log = self.events  # where events go now: None while paused
 
     def counters(self, name: str) -> Counters:
         """Phase ``name``'s counters (made, after the phases seen so far, when new)."""
@@ -65,10 +74,12 @@ class Recorder:
     def pause(self) -> None:
         self.paused = True
         self.active = self._scratch
+        self.log = None
 
     def resume(self) -> None:
         self.paused = False
         self.active = self._phase(self.phase_name)
+        self.log = self.events
 
     # ------------------------------------------------------------ read-outs
     def edges(self) -> dict[str, dict[str, np.ndarray]]:

@@ -3,16 +3,17 @@
 Crash safety without communication: every rank keeps its own part file
 (``rankmap.trace`` format, written atomically: temp file + rename).  It is
 written when the session starts (status ``started``), by a daemon thread every
-``flush_interval`` seconds *when the counters changed* since the last write
-(status ``flushed``, its end time is the time the data is complete up to), on
-SIGTERM, on an exception, and at the end (status ``complete``: the rank's
-finished marker).  MPICH kills the other ranks with SIGKILL when one dies, so
-nothing can be written at death: what a killed rank loses is what it sent in
-the last ``flush_interval`` seconds (plus one write).  At a clean end rank 0
-gathers every rank's record over a private duplicate of COMM_WORLD and writes
-the merged trace; the parts are removed once merged.  Every step of the end is
-agreed: a rank that cannot produce its record, or a merged trace that cannot
-be written, is an error on every rank (``ProfileError``), the parts stay.
+``flush_interval`` seconds *when the counters or the event log changed* since
+the last write (status ``flushed``, its end time is the time the data is
+complete up to), on SIGTERM, on an exception, and at the end (status
+``complete``: the rank's finished marker).  MPICH kills the other ranks with
+SIGKILL when one dies, so nothing can be written at death: what a killed rank
+loses is what it sent in the last ``flush_interval`` seconds (plus one
+write).  At a clean end rank 0 gathers every rank's record over a private
+duplicate of COMM_WORLD and writes the merged trace; the parts are removed
+once merged.  Every step of the end is agreed: a rank that cannot produce its
+record, or a merged trace that cannot be written, is an error on every rank
+(``ProfileError``), the parts stay.
 """
 
 from __future__ import annotations
@@ -50,14 +51,17 @@ class Session:
     """Profiling state of this rank; ``finish()`` ends it (collectively)."""
 
     def __init__(self, output, *, collectives: str = "tree", topology: bool = True,
-                 flush_interval: float = FLUSH_INTERVAL, argv=None, program: str = ""):
+                 flush_interval: float = FLUSH_INTERVAL, argv=None, program: str = "",
+                 max_events: int | None = None):
         world = wrappers.original("COMM_WORLD")
         self.rank, self.size = world.Get_rank(), world.Get_size()
         self.output = Path(output).resolve()
         problem = world.bcast(output_problem(self.output) if self.rank == 0 else None, root=0)
         if problem is not None:
             raise ProfileError(f"rankmap.profile: {problem}")
-        self.recorder = Recorder(self.size, self.rank, collectives)
+        if max_events is None:
+            max_events = tracefmt.default_max_events(self.size)
+        self.recorder = Recorder(self.size, self.rank, collectives, max_events)
         self._private = world.Dup()  # the profiler's own traffic never mixes with the program's
         self.host = socket.gethostname()
         self.binding = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -72,7 +76,7 @@ class Session:
         self.t_start = time.time()
         self.finished = False
         self._lock = threading.Lock()
-        self._written = None  # (phases, edges) of the last part written
+        self._written = None  # (phases, edges, event log stamp) of the last part written
         self._write_failed = False
         self.part = tracefmt.part_path(self.output, self.rank)
         self.part.parent.mkdir(parents=True, exist_ok=True)
@@ -89,19 +93,23 @@ class Session:
     # --------------------------------------------------------------- parts
     def own_trace(self, status: str, edges=None) -> tracefmt.Trace:
         info = tracefmt.RankInfo(self.host, self.binding, status, self.t_start, time.time())
+        events = self.recorder.events
         return tracefmt.Trace(self.size, self.recorder.edges() if edges is None else edges,
                               list(self.recorder.phases), {self.rank: info},
                               {self.host: self.xml} if self.xml is not None else {},
-                              dict(self.meta), str(self.part))
+                              dict(self.meta), str(self.part),
+                              None if events is None else events.event_log(self.size, self.rank))
 
     def write_part(self, status: str) -> None:
         """Write this rank's part; a periodic flush (``flushed``) writes only
-        when the counters changed since the last write, so an idle or
-        finished-talking rank costs nothing."""
+        when the counters or the event log changed since the last write, so
+        an idle or finished-talking rank costs nothing."""
         with self._lock:
             edges, phases = self.recorder.edges(), list(self.recorder.phases)
-            if status == "flushed" and self._written is not None and _same_edges(
-                    self._written, (phases, edges)):
+            events = self.recorder.events
+            stamp = None if events is None else events.stamp()
+            if status == "flushed" and self._written is not None and self._written[2] == stamp \
+                    and _same_edges(self._written, (phases, edges)):
                 try:  # nothing new: the mtime says the data is complete up to now
                     os.utime(self.part)
                 except OSError:
@@ -109,7 +117,7 @@ class Session:
                 return
             try:
                 self.own_trace(status, edges).write(self.part)
-                self._written = (phases, edges)
+                self._written = (phases, edges, stamp)
             except Exception as exc:  # noqa: BLE001 - a full disk must not kill the program
                 if not self._write_failed:  # said once per rank, not at every flush
                     print(f"rankmap.profile: rank {self.rank}: cannot write {self.part}: {exc}",

@@ -23,6 +23,20 @@ Every method records after the MPI call returned (a failing call records
 nothing) into ``recorder.active``; destinations are translated to COMM_WORLD
 ranks through a per-communicator table built once.
 
+The event log (``recorder.log``, see ``eventlog``) gets each send and receive
+post, each collective (a COLL naming the communicator's world ranks, then
+the flows the model gives the counters) and each wait the rank is seen to
+finish: a blocking call is its post and a wait; a non-blocking one returns a
+recording ``Request`` (same handle) that remembers its post's event, and the
+``MPI.Request`` stand-in's Wait/Test calls (all forms) log a wait for each
+such request that completed, in the order given.  An ANY_SOURCE receive is
+rewritten when it completes with the source its status names (the wrappers
+ask for a status only while such a receive is pending).  Not logged:
+one-sided traffic, matched receives (Mprobe/Mrecv), partitioned receives,
+traffic with processes outside COMM_WORLD.  A buffered send is a post
+without a wait (it completes locally); non-blocking and persistent
+collectives are logged at their post (the replay holds the rank there).
+
 The hot path: each recording method is generated with exactly the signature
 of the mpi4py method it wraps (mpi4py's own default objects), so a call
 costs one extra Python frame without ``*args``/``**kwargs`` packing, plus a
@@ -38,6 +52,7 @@ import threading
 
 from mpi4py import MPI
 
+from ..trace import EVENT_COLL, EVENT_RECV, EVENT_SEND
 from .buffers import buffer_bytes, raw_nbytes, vector_bytes
 from .collectives import intercomm_plan as _intercomm_plan
 from .collectives import plan as _model_plan
@@ -49,9 +64,18 @@ _WORLD_GROUP = None
 _ORIGINAL = {}                # mpi4py.MPI attributes replaced by install()
 
 _Comm = MPI.Comm
-_BasePrequest = MPI.Prequest  # install() replaces the module attribute
+_BaseRequest = MPI.Request    # install() replaces the module attributes
+_BasePrequest = MPI.Prequest
+_Status = MPI.Status
 _IN_PLACE = MPI.IN_PLACE
 _ROOT = MPI.ROOT
+_ANY = MPI.ANY_SOURCE
+_PROC_NULL = MPI.PROC_NULL
+_PENDING = 0                  # ANY_SOURCE/pickled receives posted and not yet seen complete
+
+# how a send completes in the log: its wait follows (blocking), it has none
+# (buffered: completes locally), its request is waited for (non-blocking)
+_BLOCKING, _BUFFERED, _NONBLOCKING = range(3)
 
 
 # ------------------------------------------------------- method generation
@@ -66,18 +90,20 @@ class _Name:
         return self.name
 
 
-def _forward(base, after, args: str = "", capture: bool = False, **consts):
+def _forward(base, after, args: str = "", capture: bool = False, pre: str = "", **consts):
     """A method with ``base``'s signature that returns
     ``after(self, base(self, ...)<args>)``.
 
     ``args``: source text of further arguments (", dest" or
     ", _unit(self, sendbuf, recvbuf), _KEY"), over ``base``'s parameter
     names and ``consts``.  ``capture``: the pickled sizes of the call are
-    passed to ``after`` before ``args``.  A name ``args`` uses that is
+    passed to ``after`` before ``args``.  ``pre``: a statement run first
+    (e.g. giving a receive a status).  A name ``args`` uses that is
     neither a parameter nor given fails here, at import, not in a run.
     """
     sig = inspect.signature(base)
-    ns = {"_base": base, "_after": after, "_arm": _arm, "_disarm": _disarm, **consts}
+    ns = {"_base": base, "_after": after, "_arm": _arm, "_disarm": _disarm, "_status_for": _status_for,
+          "_ANY": _ANY, **consts}
     params, call = [], []
     for i, p in enumerate(sig.parameters.values()):
         if p.default is not p.empty:
@@ -87,6 +113,8 @@ def _forward(base, after, args: str = "", capture: bool = False, **consts):
         call.append({p.VAR_POSITIONAL: "*{0}", p.KEYWORD_ONLY: "{0}={0}",
                      p.VAR_KEYWORD: "**{0}"}.get(p.kind, "{0}").format(p.name))
     head = f"def {base.__name__}{sig.replace(parameters=params, return_annotation=sig.empty)}:\n"
+    if pre:
+        head += f"    {pre}\n"
     call = ", ".join(call)
     if capture:
         body = (f"    _sizes = _arm()\n    try:\n        _returned = _base({call})\n"
@@ -119,11 +147,31 @@ def _peer_table(comm) -> list[int]:
     return table
 
 
+def _comm_index(comm) -> int:
+    """The log's index of ``comm``: its world ranks (an intercommunicator's
+    two groups, the one holding the lower world rank first, so that both
+    sides name it alike); -1 (not logged) when a member is outside
+    COMM_WORLD or nothing is logged."""
+    events = _REC.events
+    if events is None:
+        return -1
+    members = _attr(comm, "_rmw")
+    if comm.Is_inter():
+        group = comm.Get_group()
+        local = _world_table(group)
+        group.Free()
+        members = local + members if min(local, default=0) < min(members, default=0) else members + local
+    if _EXTERNAL in members:
+        return -1
+    return events.comm(tuple(members))
+
+
 _LAZY = {  # per-communicator tables, built at first use
     "_rmw": _peer_table,
     "_me": lambda comm: -1 if comm.Is_inter() else comm.Get_rank(),
     "_plans": lambda comm: {},  # (op, root) -> [(world rank, factor)]
     "_nbrs": lambda comm: _out_neighbours(comm),
+    "_cid": _comm_index,
 }
 
 
@@ -182,7 +230,15 @@ def _count_now(result, b_attr, m_attr, sends):
 
 
 # ----------------------------------------------------------- point-to-point
+def _world(comm, rank):
+    try:
+        return comm._rmw[rank]
+    except AttributeError:
+        return _attr(comm, "_rmw")[rank]
+
+
 def _count_p2p(comm, dest, nbytes):
+    """Count a send; returns the destination's world rank."""
     try:
         w = comm._rmw[dest]
     except AttributeError:
@@ -190,46 +246,250 @@ def _count_p2p(comm, dest, nbytes):
     c = _REC.active
     c.pb[w] += nbytes  # nbytes computed beforehand: no thread switch inside +=
     c.pm[w] += 1
+    return w
 
 
-def _sent(comm, result, buf, dest):
+def _sent(comm, result, buf, dest, mode):
+    """Count a send and log its post as ``mode`` completes it; returns
+    ``result`` (a non-blocking send's request: a recording one when logged);
+    ``buf``: the buffer, or the bytes of a pickled send."""
     if dest >= 0:
-        _count_p2p(comm, dest, buffer_bytes(buf))
+        n = buf if type(buf) is int else buffer_bytes(buf)
+        try:
+            w = comm._rmw[dest]
+        except AttributeError:
+            w = _attr(comm, "_rmw")[dest]
+        c = _REC.active
+        c.pb[w] += n
+        c.pm[w] += 1
+        log = _REC.log
+        if log is not None and w != _EXTERNAL:
+            if mode == _BLOCKING:
+                log.post_wait(EVENT_SEND, w, n)
+            elif mode == _NONBLOCKING:
+                i = log.add(EVENT_SEND, w, n)
+                if i >= 0:  # _tracked(result, i), inline: the hot path
+                    result = Request(result)
+                    result._rm_ev = i
+            else:
+                log.add(EVENT_SEND, w, n)
     return result
 
 
-def _pickled_sent(comm, result, sizes, dest):
+def _pickled_sent(comm, result, sizes, dest, mode):
     if dest >= 0:
         dumps = sizes[0]
-        _count_p2p(comm, dest, dumps[0] if dumps else 0)
+        return _sent(comm, result, dumps[0] if dumps else 0, dest, mode)
     return result
+
+
+def _status_for(status, source):
+    """A status for a receive whose source the log must learn (ANY_SOURCE)."""
+    if status is None and source == _ANY and _REC.log is not None:
+        return _Status()
+    return status
+
+
+def _source(comm, status):
+    """(world rank, bytes) of a completed receive from its status; the world
+    rank is -1 for a process outside COMM_WORLD."""
+    src = status.Get_source()
+    table = _attr(comm, "_rmw")
+    w = table[src] if 0 <= src < len(table) else -1
+    return (-1 if w == _EXTERNAL else w), status.Get_count()
+
+
+def _recv_post(log, comm, buf, source, status):
+    """Log a receive post; its index, or -1 (not logged).  ``status``: the
+    completed receive's (blocking), or None (not yet completed: an
+    ANY_SOURCE receive is logged from -1, rewritten at completion)."""
+    if source == _PROC_NULL:
+        return -1
+    if source == _ANY:
+        if status is None:
+            return log.add(EVENT_RECV, -1, buf if type(buf) is int else buffer_bytes(buf))
+        w, n = _source(comm, status)
+        return log.add(EVENT_RECV, w, n) if w >= 0 else -1
+    w = _world(comm, source)
+    if w == _EXTERNAL:
+        return -1
+    return log.add(EVENT_RECV, w, buf if type(buf) is int else buffer_bytes(buf))
+
+
+def _received(comm, result, buf, source, status):
+    """Recv: the post and its wait (the source from the status for ANY_SOURCE)."""
+    log = _REC.log
+    if log is not None:
+        if source >= 0:  # neither ANY_SOURCE nor PROC_NULL
+            w = _world(comm, source)
+            if w != _EXTERNAL:
+                log.post_wait(EVENT_RECV, w, buf if type(buf) is int else buffer_bytes(buf))
+        else:
+            i = _recv_post(log, comm, buf, source, status)
+            if i >= 0:
+                log.wait(i)
+    return result
+
+
+def _ireceived(comm, req, buf, source):
+    log = _REC.log
+    if log is not None:
+        if source >= 0:  # neither ANY_SOURCE nor PROC_NULL
+            w = _world(comm, source)
+            if w != _EXTERNAL:
+                i = log.add(EVENT_RECV, w, buffer_bytes(buf))
+                if i >= 0:  # _tracked(req, i), inline
+                    req = Request(req)
+                    req._rm_ev = i
+            return req
+        i = _recv_post(log, comm, buf, source, None)
+        if i >= 0:
+            return _tracked(req, i, -1, _attr(comm, "_rmw") if source == _ANY else None)
+    return req
+
+
+def _sendrecv(comm, result, sendbuf, dest, recvbuf, source, status):
+    """Sendrecv: send post, receive post, then the waits for both."""
+    w = n = None
+    if dest >= 0:
+        n = sendbuf if type(sendbuf) is int else buffer_bytes(sendbuf)
+        w = _count_p2p(comm, dest, n)
+    log = _REC.log
+    if log is not None:
+        if source >= 0 and w is not None and w != _EXTERNAL:
+            try:
+                v = comm._rmw[source]
+            except AttributeError:
+                v = _attr(comm, "_rmw")[source]
+            if v != _EXTERNAL:
+                log.exchange(w, n, v, recvbuf if type(recvbuf) is int else buffer_bytes(recvbuf))
+                return result
+        s = log.add(EVENT_SEND, w, n) if w is not None and w != _EXTERNAL else -1
+        r = _recv_post(log, comm, recvbuf, source, status)
+        for i in (s, r):
+            if i >= 0:
+                log.wait(i)
+    return result
+
+
+def _isendrecv(comm, req, sendbuf, dest, recvbuf, source):
+    """Isendrecv: both posts; their request's wait waits for both."""
+    w = n = None
+    if dest >= 0:
+        n = buffer_bytes(sendbuf)
+        w = _count_p2p(comm, dest, n)
+    log = _REC.log
+    if log is None:
+        return req
+    s = log.add(EVENT_SEND, w, n) if w is not None and w != _EXTERNAL else -1
+    r = _recv_post(log, comm, recvbuf, source, None)
+    if r >= 0:
+        return _tracked(req, s if s >= 0 else r, r, _attr(comm, "_rmw") if source == _ANY else None)
+    return _tracked(req, s) if s >= 0 else req
+
+
+def _pickled_received(comm, result, sizes, source, status):
+    """recv: the size is the pickle it unpickled."""
+    loads = sizes[1]
+    return _received(comm, result, loads[0] if loads else 0, source, status)
+
+
+def _pickled_ireceived(comm, req, source):
+    """irecv: the size (and an ANY_SOURCE peer) is known at completion."""
+    log = _REC.log
+    if log is not None:
+        i = _recv_post(log, comm, 0, source, None)
+        if i >= 0:
+            return _tracked(req, i, -1, _attr(comm, "_rmw"))
+    return req
+
+
+def _pickled_sendrecv(comm, result, sizes, dest, source, status):
+    dumps, loads = sizes
+    return _sendrecv(comm, result, dumps[0] if dumps else 0, dest, loads[0] if loads else 0, source, status)
 
 
 def _send_init(comm, req, buf, dest):
     """Send_init & co.: the whole buffer goes to ``dest`` at each Start."""
-    sends = [(_attr(comm, "_rmw")[dest], buffer_bytes(buf))] if dest >= 0 else []
-    return _persistent(req, "pb", "pm", sends)
+    if dest < 0:
+        return _persistent(req, "pb", "pm", [])
+    w, n = _attr(comm, "_rmw")[dest], buffer_bytes(buf)
+    return _persistent(req, "pb", "pm", [(w, n)], (EVENT_SEND, w, n) if w != _EXTERNAL else None)
+
+
+def _recv_init(comm, req, buf, source):
+    """Recv_init: a receive post at each Start."""
+    if source == _PROC_NULL:
+        return req
+    w = -1 if source == _ANY else _attr(comm, "_rmw")[source]
+    if w == _EXTERNAL:
+        return req
+    out = _persistent(req, "pb", "pm", [], (EVENT_RECV, w, buffer_bytes(buf)))
+    if source == _ANY:
+        out._rm_fix = _attr(comm, "_rmw")
+    return out
+
+
+_SEND_MODES = {"Send": _BLOCKING, "Ssend": _BLOCKING, "Rsend": _BLOCKING, "Bsend": _BUFFERED,
+               "Isend": _NONBLOCKING, "Issend": _NONBLOCKING, "Irsend": _NONBLOCKING, "Ibsend": _BUFFERED,
+               "send": _BLOCKING, "ssend": _BLOCKING, "bsend": _BUFFERED,
+               "isend": _NONBLOCKING, "issend": _NONBLOCKING, "ibsend": _BUFFERED}
+_ANY_STATUS = "if status is None and source == _ANY: status = _status_for(status, source)"
 
 
 def _p2p(name: str):
-    send = "sendbuf" if name.startswith(("Sendrecv", "Isendrecv")) and "replace" not in name else "buf"
-    return _forward(getattr(_Comm, name), _sent, f", {send}, dest")
+    base = getattr(_Comm, name)
+    if name in _SEND_MODES:
+        return _forward(base, _sent, ", buf, dest, _MODE", _MODE=_SEND_MODES[name])
+    if name == "Recv":
+        return _forward(base, _received, ", buf, source, status", pre=_ANY_STATUS)
+    if name == "Irecv":
+        return _forward(base, _ireceived, ", buf, source")
+    recv = "buf" if "replace" in name else "recvbuf"
+    send = "buf" if "replace" in name else "sendbuf"
+    if name.startswith("Sendrecv"):
+        return _forward(base, _sendrecv, f", {send}, dest, {recv}, source, status", pre=_ANY_STATUS)
+    return _forward(base, _isendrecv, f", {send}, dest, {recv}, source")
 
 
 def _p2p_pickled(name: str):
-    return _forward(getattr(_Comm, name), _pickled_sent, ", dest", capture=True)
+    base = getattr(_Comm, name)
+    if name in _SEND_MODES:
+        return _forward(base, _pickled_sent, ", dest, _MODE", capture=True, _MODE=_SEND_MODES[name])
+    if name == "recv":
+        return _forward(base, _pickled_received, ", source, status", capture=True, pre=_ANY_STATUS)
+    if name == "irecv":
+        return _forward(base, _pickled_ireceived, ", source")
+    return _forward(base, _pickled_sendrecv, ", dest, source, status", capture=True, pre=_ANY_STATUS)
 
 
 def _p2p_persistent(name: str):
+    if name == "Recv_init":
+        return _forward(getattr(_Comm, name), _recv_init, ", buf, source")
     return _forward(getattr(_Comm, name), _send_init, ", buf, dest")
 
 
 # -------------------------------------------------------------- collectives
+def _log_collective(comm, sends, unit=1):
+    """A COLL on ``comm``, then its flows (``(world rank, factor)``, ``factor
+    x unit`` bytes)."""
+    log = _REC.log
+    if log is not None:
+        try:
+            c = comm._cid
+        except AttributeError:
+            c = _attr(comm, "_cid")
+        if c >= 0:
+            log.collective(c, sends, unit)
+
+
 def _collective_sent(comm, result, unit, key):
     """Count one collective: ``unit`` bytes (or an exact list per peer) along
     the cached plan for ``key`` = (op, root)."""
     if type(unit) is list:
-        return _count_now(result, "cb", "cm", _exact_sends(comm, unit))
+        sends = _exact_sends(comm, unit)
+        _log_collective(comm, sends)
+        return _count_now(result, "cb", "cm", sends)
     try:
         plan = comm._plans[key]
     except (KeyError, AttributeError):
@@ -241,11 +501,12 @@ def _collective_sent(comm, result, unit, key):
             n = f * unit
             cb[w] += n
             cm[w] += 1
+    _log_collective(comm, plan, unit)
     return result
 
 
 def _collective_persistent(comm, req, unit, key):
-    """A persistent collective counts its sends at each Start."""
+    """A persistent collective counts (and logs) its sends at each Start."""
     if type(unit) is list:
         sends = _exact_sends(comm, unit)
     else:
@@ -254,7 +515,17 @@ def _collective_persistent(comm, req, unit, key):
         except (KeyError, AttributeError):
             plan = _plan_for(comm, key)
         sends = [(w, f * unit) for w, f in plan]
-    return _persistent(req, "cb", "cm", sends)
+    return _persistent(req, "cb", "cm", sends, (EVENT_COLL, _attr(comm, "_cid"), sends))
+
+
+def _barrier(comm, result):
+    """A barrier: a COLL without flows (it synchronises)."""
+    _log_collective(comm, ())
+    return result
+
+
+def _barrier_init(comm, req):
+    return _persistent(req, "cb", "cm", [], (EVENT_COLL, _attr(comm, "_cid"), ()))
 
 
 def _exact_sends(comm, per_peer):
@@ -426,8 +697,12 @@ def _neighbour_sent(comm, result, done, per_peer):
     """``done`` (count now, or at each Start) the bytes per out-neighbour
     (nothing under the model ``none``: it records no collective)."""
     if _REC.collectives == "none":
-        return done(result, "cb", "cm", [])
-    sends = [(w, n) for w, n in zip(_attr(comm, "_nbrs"), per_peer) if w is not None]
+        sends = []
+    else:
+        sends = [(w, n) for w, n in zip(_attr(comm, "_nbrs"), per_peer) if w is not None]
+    if done is _persistent:
+        return _persistent(result, "cb", "cm", sends, (EVENT_COLL, _attr(comm, "_cid"), sends))
+    _log_collective(comm, sends)
     return done(result, "cb", "cm", sends)
 
 
@@ -465,8 +740,169 @@ def _neighbour_pickled(name: str):
     return _forward(getattr(MPI.Topocomm, name), _pickled_neighbour, capture=True)
 
 
+# ------------------------------------------------------ requests: completion
+def _tracked(req, first, last=-1, fix=None):
+    """The recording version of ``req`` (same handle), whose completion logs
+    waits for the posts ``first..last`` (``last`` -1: ``first`` alone);
+    ``fix``: the world table of the communicator of a receive (the last
+    post) to rewrite from its status at completion."""
+    out = Request(req)
+    out._rm_ev = first
+    if last > first:
+        out._rm_to = last
+    if fix is not None:
+        global _PENDING
+        out._rm_fix = fix
+        _PENDING += 1
+    return out
+
+
+def _done(req, status) -> None:
+    """``req`` completed (with ``status``, or None): log the waits for its
+    posts, rewriting its receive from the status first."""
+    first = getattr(req, "_rm_ev", -1)
+    if first < 0:
+        return
+    req._rm_ev = -1
+    last = req._rm_to
+    fix = req._rm_fix
+    if fix is not None:
+        global _PENDING
+        _PENDING -= 1
+        if status is not None and _REC.events is not None:
+            src = status.Get_source()
+            w = fix[src] if 0 <= src < len(fix) else -1
+            _REC.events.fix(max(first, last), -1 if w == _EXTERNAL else w, status.Get_count())
+    log = _REC.log
+    if log is not None:
+        log.wait(first)
+        if last > first:
+            log.waits(first + 1, last)
+
+
+def _done_all(requests, statuses) -> None:
+    if _REC.events is None:  # no log: no request is tracked
+        return
+    log = _REC.log
+    for k, req in enumerate(requests):
+        i = getattr(req, "_rm_ev", -1)
+        if i >= 0:
+            if req._rm_to < 0 and req._rm_fix is None:  # the usual case, inline: the hot path
+                req._rm_ev = -1
+                if log is not None:
+                    log.wait(i)
+            else:
+                _done(req, statuses[k] if statuses and k < len(statuses) else None)
+
+
+def _done_some(requests, indices, statuses) -> None:
+    """Waitsome/Testsome: ``statuses[j]`` belongs to ``indices[j]``; waits
+    logged in the order of ``requests``."""
+    if indices and _REC.events is not None:
+        for j in sorted(range(len(indices)), key=indices.__getitem__):
+            _done(requests[indices[j]], statuses[j] if statuses and j < len(statuses) else None)
+
+
+class _Completion:
+    """Wait/Test in all forms, logging the waits of recording requests
+    (mixed into the ``Request`` and ``Prequest`` stand-ins)."""
+
+    _rm_ev = -1     # first post event of this request (-1: none to wait for)
+    _rm_to = -1     # last one when it posted more (an Isendrecv: two)
+    _rm_fix = None  # world table of a receive rewritten at completion
+    _rm_start = None  # persistent: what each Start posts
+
+    def _status(self, status):
+        """A status where a receive is to be rewritten from it."""
+        return _Status() if self._rm_fix is not None and status is None else status
+
+    def _waited(self, status) -> None:
+        i = self._rm_ev
+        if i >= 0:
+            if self._rm_to < 0 and self._rm_fix is None:  # the usual case, inline: the hot path
+                self._rm_ev = -1
+                log = _REC.log
+                if log is not None:
+                    log.wait(i)
+            else:
+                _done(self, status)
+
+    def Wait(self, status=None):
+        status = self._status(status)
+        result = _BaseRequest.Wait(self, status)
+        self._waited(status)
+        return result
+
+    def wait(self, status=None):
+        status = self._status(status)
+        result = _BaseRequest.wait(self, status)
+        self._waited(status)
+        return result
+
+    def Test(self, status=None):
+        status = self._status(status)
+        flag = _BaseRequest.Test(self, status)
+        if flag:
+            self._waited(status)
+        return flag
+
+    def test(self, status=None):
+        status = self._status(status)
+        result = _BaseRequest.test(self, status)
+        if result[0]:
+            self._waited(status)
+        return result
+
+
+def _completion(name: str, kind: str, completed):
+    """mpi4py's classmethod ``Request.<name>`` (``kind``: all, any or some of
+    the requests), logging the waits of the requests it completed;
+    ``completed(result)``: (whether any completed, which: an index or the
+    indices)."""
+    base = getattr(_BaseRequest, name)
+    if kind == "any":
+        def method(cls, requests, status=None):
+            if status is None and _PENDING:  # a receive to rewrite: its status is needed
+                status = _Status()
+            result = base(requests, status)
+            ok, index = completed(result)
+            if ok and index >= 0:
+                _done(requests[index], status)
+            return result
+    else:
+        def method(cls, requests, statuses=None):
+            if statuses is None and _PENDING:
+                statuses = []
+            result = base(requests, statuses)
+            ok, which = completed(result)
+            if ok:
+                _done_all(requests, statuses) if kind == "all" else _done_some(requests, which, statuses)
+            return result
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = base.__doc__
+    return classmethod(method)
+
+
+_COMPLETIONS = (("Waitall", "all", lambda r: (True, None)), ("Testall", "all", lambda r: (r, None)),
+                ("waitall", "all", lambda r: (True, None)), ("testall", "all", lambda r: (r[0], None)),
+                ("Waitany", "any", lambda r: (True, r)), ("Testany", "any", lambda r: (r[1], r[0])),
+                ("waitany", "any", lambda r: (True, r[0])), ("testany", "any", lambda r: (r[1], r[0])),
+                ("Waitsome", "some", lambda r: (True, r)), ("Testsome", "some", lambda r: (True, r)),
+                ("waitsome", "some", lambda r: (True, r[0])), ("testsome", "some", lambda r: (True, r[0])))
+for _name, _kind, _completed in _COMPLETIONS:
+    setattr(_Completion, _name, _completion(_name, _kind, _completed))
+for _name in ("Wait", "Test", "wait", "test"):
+    _Completion.__dict__[_name].__doc__ = getattr(_BaseRequest, _name).__doc__
+
+
+class Request(_Completion, _BaseRequest, metaclass=_StandIn):
+    """A request whose completion the event log sees."""
+
+    __mpi4py__ = _BaseRequest
+
+
 # ------------------------------------------------ persistent requests (Start)
-class Prequest(_BasePrequest, metaclass=_StandIn):
+class Prequest(_Completion, _BasePrequest, metaclass=_StandIn):
     """A persistent request that records its sends each time it starts."""
 
     __mpi4py__ = _BasePrequest
@@ -482,9 +918,12 @@ class Prequest(_BasePrequest, metaclass=_StandIn):
             _record_start(req)
 
 
-def _persistent(req, b_attr, m_attr, sends):
+def _persistent(req, b_attr, m_attr, sends, post=None):
+    """A persistent request counting ``sends`` and logging ``post`` (op,
+    peer or communicator, bytes or flows) at each Start."""
     out = Prequest(req)
     out._rm_sends = (b_attr, m_attr, sends)
+    out._rm_start = post
     return out
 
 
@@ -492,6 +931,21 @@ def _record_start(req):
     spec = getattr(req, "_rm_sends", None)
     if spec is not None:
         _count_now(None, *spec)
+    post = getattr(req, "_rm_start", None)
+    log = _REC.log
+    if post is None or log is None:
+        return
+    op, peer, what = post
+    if op == EVENT_COLL:
+        if peer >= 0:
+            log.collective(peer, what)
+        return
+    i = log.add(op, peer, what)
+    if i >= 0:
+        if req._rm_fix is not None:
+            global _PENDING
+            _PENDING += 1
+        req._rm_ev = i
 
 
 # ------------------------------------------------------------------ pickles
@@ -580,14 +1034,18 @@ _CREATORS = {
 def _comm_methods() -> dict:
     ns = {}
     for name in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend",
-                 "Sendrecv", "Sendrecv_replace", "Isendrecv", "Isendrecv_replace"):
+                 "Recv", "Irecv", "Sendrecv", "Sendrecv_replace", "Isendrecv", "Isendrecv_replace"):
         if hasattr(_Comm, name):
             ns[name] = _p2p(name)
-    for name in ("send", "ssend", "bsend", "isend", "issend", "ibsend", "sendrecv"):
+    for name in ("send", "ssend", "bsend", "isend", "issend", "ibsend", "recv", "irecv", "sendrecv"):
         ns[name] = _p2p_pickled(name)
-    for name in ("Send_init", "Ssend_init", "Bsend_init", "Rsend_init", "Psend_init"):
+    for name in ("Send_init", "Ssend_init", "Bsend_init", "Rsend_init", "Psend_init", "Recv_init"):
         if hasattr(_Comm, name):
             ns[name] = _p2p_persistent(name)
+    for name in ("Barrier", "Ibarrier", "barrier"):
+        ns[name] = _forward(getattr(_Comm, name), _barrier)
+    if hasattr(_Comm, "Barrier_init"):
+        ns["Barrier_init"] = _forward(_Comm.Barrier_init, _barrier_init)
     for name, op, unit in _COLLECTIVES:
         for variant, persistent in ((name, False), ("I" + name.lower()[0] + name[1:], False),
                                     (name + "_init", True)):
@@ -686,13 +1144,13 @@ for _name, _args in {"Put": "origin, None", "Rput": "origin, None", "Accumulate"
 # ------------------------------------------------------------------ install
 _STAND_INS = {"Comm": Comm, "Intracomm": Intracomm, "Intercomm": Intercomm, "Cartcomm": Cartcomm,
               "Graphcomm": Graphcomm, "Distgraphcomm": Distgraphcomm, "Win": Win,
-              "Prequest": Prequest}
+              "Request": Request, "Prequest": Prequest}
 
 
 def install(recorder: Recorder, pcontrol=None):
     """Make ``recorder`` the target of all recording and replace the mpi4py
     module attributes (COMM_WORLD, COMM_SELF, the communicator classes, Win,
-    Prequest, Pcontrol, the pickler's hooks).  Returns the recording
+    Request, Prequest, Pcontrol, the pickler's hooks).  Returns the recording
     COMM_WORLD."""
     global _REC, _EXTERNAL, _WORLD_GROUP
     _REC = recorder
