@@ -374,11 +374,27 @@ def phase_graphs(args) -> list:
     return graphs if len(graphs) > 1 else []
 
 
-def print_comparison(title_before: str, title_after: str, before, after, phased=None) -> None:
+def recorded_replay(args, topology, pe):
+    """The replay of the recorded run's message order (``rankmap.replay``)
+    with its ranks on ``pe``, when the trace has an event log of at most
+    ``trace.JOB_MAX_EVENTS`` events and the machine is a tree; else None."""
+    from ..topology import Topology
+    from ..trace import JOB_MAX_EVENTS
+
+    events = getattr(getattr(args, "recorded_run", None), "events", None)
+    if events is None or not isinstance(topology, Topology) or events.op.size > JOB_MAX_EVENTS:
+        return None
+    from ..replay import replay_time
+
+    return replay_time(events, pe, topology)
+
+
+def print_comparison(title_before: str, title_after: str, before, after, phased=None, replayed=None) -> None:
     """The short before/after table of ``map``, ``eval`` and ``demo``: J,
     the busiest link (the largest bytes over bandwidth) and its time (with
-    ``phased``, before and after: the sum of the phases' link times), hops
-    per byte, bytes per level."""
+    ``phased``, before and after: the sum of the phases' link times; with
+    ``replayed``, the replays of the recorded message order), hops per
+    byte, bytes per level."""
     ratio = after.J / before.J if before.J else 1.0
     seconds = after.link_time_unit == "s"
     scale = 1.0 if seconds else before.link_time or 1.0  # no bandwidth given: relative to the first
@@ -391,6 +407,8 @@ def print_comparison(title_before: str, title_after: str, before, after, phased=
             ("link time" + ("" if seconds else " (relative)"), time(before.link_time), time(after.link_time))]
     if phased is not None:
         rows.append(("  phases in turn", time(phased[0]), time(phased[1])))
+    if replayed is not None:
+        rows.append(("  message order replayed", time(replayed[0].seconds), time(replayed[1].seconds)))
     rows.append(("hops per byte", f"{before.hops_per_byte:.3f}", f"{after.hops_per_byte:.3f}"))
     levels = {}
     for which, rep in (("b", before), ("a", after)):

@@ -7,7 +7,7 @@ limit.  This command maps small instances that call every kernel (the
 bundled demo, a one-to-one mapping of more than 1024 tasks, a many-to-one
 mapping, a torus; the growing of large jobs' sub-problems, the report's pass
 over their pairs, their symmetry check and the scan of their files
-directly) and
+directly, and the replay of a recorded message order) and
 checks that each kernel has been compiled or loaded.
 
 Run it as the user who installed rankmap, right after the install: the cache
@@ -106,19 +106,34 @@ def _large_job_passes() -> None:
     _scan_plain(scan_digits, b"2 3\n1\n", _table(SEPARATORS), np.int64)
 
 
+def _replay() -> None:
+    """The replay's rates (``rankmap map`` and ``eval`` on traces with an
+    event log): two ranks exchanging one message across a node link."""
+    from ..replay import replay_time
+    from ..topology.hierarchy import topology_from_strings
+    from ..trace import EVENT_RECV, EVENT_SEND, EVENT_WAIT, EventLog
+
+    op = np.array([EVENT_SEND, EVENT_WAIT, EVENT_RECV, EVENT_WAIT], dtype=np.int8)
+    peer, nbytes = np.array([1, 0, 0, 0]), np.array([8, 0, 8, 0])
+    log = EventLog(np.array([0, 2, 4]), op, peer, nbytes, np.zeros(1, dtype=np.int64),
+                   np.zeros(0, dtype=np.int64), np.zeros(2, dtype=bool))
+    replay_time(log, np.array([0, 2]), topology_from_strings("2:2", "1:100"))
+
+
 def kernels() -> list:
     """Every compiled kernel of the mapping methods and the report (imports them all)."""
     import sys
 
     from numba.core.registry import CPUDispatcher
 
-    from .. import algorithms, cost_kernel, graph_kernel
+    from .. import algorithms, cost_kernel, graph_kernel, replay_kernel
     from ..formats import columns_kernel
 
     list(algorithms.METHODS)  # listing the methods imports every module that registers one
     found = {}
     for modname, module in list(sys.modules.items()):
-        if (modname.startswith(f"{algorithms.__name__}.") or modname in (cost_kernel.__name__, graph_kernel.__name__, columns_kernel.__name__)) and module is not None:
+        direct = (cost_kernel.__name__, graph_kernel.__name__, columns_kernel.__name__, replay_kernel.__name__)
+        if (modname.startswith(f"{algorithms.__name__}.") or modname in direct) and module is not None:
             for obj in vars(module).values():
                 if isinstance(obj, CPUDispatcher):
                     found[f"{obj.py_func.__module__}.{obj.py_func.__name__}"] = obj
@@ -150,6 +165,10 @@ def run(args) -> int:
     _large_job_passes()
     if not args.quiet:
         print(f"{'passes of large jobs':28s} {time.perf_counter() - t:6.1f} s")
+    t = time.perf_counter()
+    _replay()
+    if not args.quiet:
+        print(f"{'replay of a message order':28s} {time.perf_counter() - t:6.1f} s")
     every = kernels()
     missed = [f"{k.py_func.__module__}.{k.py_func.__name__}" for k in every
               if not (k.signatures or _cached(k))]

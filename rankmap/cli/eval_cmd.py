@@ -20,7 +20,7 @@ from ..formats.launch_files import read_launch_file
 from ..mapping import balance_report, validate_mapping
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, check_fits, dump_json,
-                     load_graph, load_machine, phase_graphs, print_comparison)
+                     load_graph, load_machine, phase_graphs, print_comparison, recorded_replay)
 
 NAME = "eval"
 HELP = "score a mapping file (J, bytes per level, bottleneck)"
@@ -71,7 +71,8 @@ def run(args) -> int:
     phases = phase_graphs(args)
     phased = (phased_link_time(phases, topology, identity), phased_link_time(phases, topology, pe)) \
         if phases else None
-    print_comparison("identity", "mapping", before, after, phased)
+    replays = (recorded_replay(args, topology, identity), recorded_replay(args, topology, pe))
+    print_comparison("identity", "mapping", before, after, phased, None if replays[0] is None else replays)
     if graph.n > topology.n_pes:
         print(f"max PE load {balance['max_load']:g} (L_max {balance['L_max']}, "
               f"SharedMap rule {balance['L_max_sharedmap']})")
