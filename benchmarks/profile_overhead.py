@@ -80,8 +80,9 @@ def per_call(number: int, repeat: int) -> list[tuple[str, float, float]]:
 
     plain = MPI.COMM_SELF
     tmp = tempfile.mkdtemp()
+    # the event log on and never full: room for every call's events (at most 6 a call, 72 bytes each)
     rec = rp.start(MPI.COMM_SELF, output=os.path.join(tmp, "bench.rmtrace.npz"), topology=False,
-                   flush_interval=0, write_at_exit=False)
+                   flush_interval=0, write_at_exit=False, max_events=6 * 7 * 2 * number * repeat)
     s8, r8 = np.zeros(1), np.zeros(1)
     obj = {"a": 1}
     x = np.zeros(8)

@@ -374,10 +374,11 @@ def phase_graphs(args) -> list:
     return graphs if len(graphs) > 1 else []
 
 
-def recorded_replay(args, topology, pe):
+def recorded_replay(args, topology, pe, deadline=None):
     """The replay of the recorded run's message order (``rankmap.replay``)
     with its ranks on ``pe``, when the trace has an event log of at most
-    ``trace.JOB_MAX_EVENTS`` events and the machine is a tree; else None."""
+    ``trace.JOB_MAX_EVENTS`` events and the machine is a tree; else, or
+    when ``deadline`` expires first, None."""
     from ..topology import Topology
     from ..trace import JOB_MAX_EVENTS
 
@@ -386,7 +387,7 @@ def recorded_replay(args, topology, pe):
         return None
     from ..replay import replay_time
 
-    return replay_time(events, pe, topology)
+    return replay_time(events, pe, topology, deadline=deadline)
 
 
 def print_comparison(title_before: str, title_after: str, before, after, phased=None, replayed=None) -> None:

@@ -193,7 +193,7 @@ def run(args) -> int:
     graph, topology, recorded, options = _load(args)
     # ... and the report: its half about the given order now, timed, the other half's time kept
     began = time.monotonic()
-    before = _before(args, graph, topology, recorded)
+    before = _before(args, graph, topology, recorded, deadline)
     half = time.monotonic() - began
     priced = _BEFORE_PASSES * pass_seconds(graph)
     if priced >= PACE_MIN_SECONDS:  # long enough to time: the passes' pace
@@ -203,21 +203,23 @@ def run(args) -> int:
         reserve += LAUNCH_SECONDS_PER_RANK * graph.n * slowness(began, priced)
     mapping = map_tasks(graph, topology, method=args.method, seed=args.seed, eps=args.eps,
                         objective=args.objective, deadline=deadline.sooner(reserve), **options)
-    _judge_by_replay(args, topology, mapping, before)
+    _judge_by_replay(args, topology, mapping, before, deadline)
     return _report(args, graph, topology, recorded, mapping, before)
 
 
-def _judge_by_replay(args, topology, mapping, before: dict) -> None:
-    """For the time objective, where the trace has the ranks' message order:
-    the mapping's replay beside the given order's, and the given order kept
-    unless the mapping's replays REPLAY_GAIN faster (``before["kept"]``:
-    the ratio of the two replays; else ``before["replayed"]`` holds both)."""
-    if before["replay"] is None or objective_of(args.method, args.objective) != "time" \
-            or np.array_equal(mapping.pe_of_task, before["pe"]):
+def _judge_by_replay(args, topology, mapping, before: dict, deadline) -> None:
+    """Where the trace has the ranks' message order: the mapping's replay
+    beside the given order's (``before["replayed"]``), and for the time
+    objective the given order kept unless the mapping replays REPLAY_GAIN
+    faster (``before["kept"]``: the ratio of the two replays)."""
+    if before["replay"] is None or np.array_equal(mapping.pe_of_task, before["pe"]):
         return
-    after = recorded_replay(args, topology, mapping.pe_of_task)
-    if after.seconds > (1 - REPLAY_GAIN) * before["replay"].seconds:
-        before["kept"] = after.seconds / before["replay"].seconds if before["replay"].seconds else 1.0
+    after = recorded_replay(args, topology, mapping.pe_of_task, deadline)
+    if after is None:  # the deadline came first: the mapping as the search left it
+        return
+    ratio = after.seconds / before["replay"].seconds if before["replay"].seconds else 1.0
+    if objective_of(args.method, args.objective) == "time" and ratio > 1 - REPLAY_GAIN:
+        before["kept"] = ratio
         mapping.pe_of_task = before["pe"].copy()
     else:
         before["replayed"] = (before["replay"], after)
@@ -255,7 +257,7 @@ _BEFORE_PASSES = 3  # _before's work in J passes (``pass_seconds``): one evaluat
 PACE_MIN_SECONDS = 0.3  # the report's half priced at least this long times the pace of the passes after a search
 
 
-def _before(args, graph, topology, recorded) -> dict:
+def _before(args, graph, topology, recorded, deadline=None) -> dict:
     """The half of the report that does not need the mapping: the given
     order (recorded placement, else identity) evaluated, with the phases'
     link times and the identity's J."""
@@ -268,7 +270,7 @@ def _before(args, graph, topology, recorded) -> dict:
     j_identity = before.J if recorded is None else evaluate(graph, topology, identity.pe_of_task, check=False).J
     return {"pe": before_pe, "name": before_name, "report": before, "phases": phases, "J_identity": j_identity,
             "phased": phased_link_time(phases, topology, before_pe) if phases else None,
-            "replay": recorded_replay(args, topology, before_pe), "replayed": None, "kept": None}
+            "replay": recorded_replay(args, topology, before_pe, deadline), "replayed": None, "kept": None}
 
 
 def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int:
@@ -278,7 +280,9 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
     if args.distributed:  # the distributed rounds lower J: the links on rank 0 afterwards
         mapping.pe_of_task = apply_objective(graph, topology, mapping.pe_of_task, objective, seed=args.seed,
                                              eps=args.eps)
-    given = given or _before(args, graph, topology, recorded)
+    if given is None:  # the distributed mapping: judged here, on rank 0
+        given = _before(args, graph, topology, recorded)
+        _judge_by_replay(args, topology, mapping, given, None)
     before_pe, before_name, before, j_identity = given["pe"], given["name"], given["report"], given["J_identity"]
     same = np.array_equal(mapping.pe_of_task, before_pe)  # e.g. no time was left to map
     after = before if same else evaluate(graph, topology, mapping.pe_of_task, check=False,
@@ -286,9 +290,7 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
     phases = given["phases"]
     phased = (given["phased"], given["phased"] if same else phased_link_time(phases, topology, mapping.pe_of_task)) \
         if phases else None
-    replayed = given["replayed"] or ((given["replay"], given["replay"] if same else
-                                      recorded_replay(args, topology, mapping.pe_of_task))
-                                     if given["replay"] is not None else None)
+    replayed = given["replayed"] or ((given["replay"], given["replay"]) if same and given["replay"] else None)
     written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
         if args.output else {}
     if args.json:
