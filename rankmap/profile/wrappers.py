@@ -147,14 +147,15 @@ def _peer_table(comm) -> list[int]:
     return table
 
 
-def _comm_index(comm) -> int:
-    """The log's index of ``comm``: its world ranks (an intercommunicator's
-    two groups, the one holding the lower world rank first, so that both
-    sides name it alike); -1 (not logged) when a member is outside
-    COMM_WORLD or nothing is logged."""
+def _comm_index(comm) -> tuple:
+    """(the log, the log's index of ``comm``): its world ranks (an
+    intercommunicator's two groups, the one holding the lower world rank
+    first, so that both sides name it alike); -1 (not logged) when a member
+    is outside COMM_WORLD or nothing is logged.  Cached per communicator
+    with the log it indexes (``_cid``): a later session has a log of its own."""
     events = _REC.events
     if events is None:
-        return -1
+        return events, -1
     members = _attr(comm, "_rmw")
     if comm.Is_inter():
         group = comm.Get_group()
@@ -162,8 +163,23 @@ def _comm_index(comm) -> int:
         group.Free()
         members = local + members if min(local, default=0) < min(members, default=0) else members + local
     if _EXTERNAL in members:
-        return -1
-    return events.comm(tuple(members))
+        return events, -1
+    return events, events.comm(tuple(members))
+
+
+def _cid(comm) -> int:
+    """The log's index of ``comm`` (``_comm_index``), made again for a new log."""
+    try:
+        log, c = comm._cid
+    except AttributeError:
+        log, c = _attr(comm, "_cid")
+    if log is not _REC.events:
+        log, c = _comm_index(comm)
+        try:
+            comm.__dict__["_cid"] = (log, c)
+        except AttributeError:
+            pass
+    return c
 
 
 _LAZY = {  # per-communicator tables, built at first use
@@ -475,10 +491,7 @@ def _log_collective(comm, sends, unit=1):
     x unit`` bytes)."""
     log = _REC.log
     if log is not None:
-        try:
-            c = comm._cid
-        except AttributeError:
-            c = _attr(comm, "_cid")
+        c = _cid(comm)
         if c >= 0:
             log.collective(c, sends, unit)
 
@@ -515,7 +528,7 @@ def _collective_persistent(comm, req, unit, key):
         except (KeyError, AttributeError):
             plan = _plan_for(comm, key)
         sends = [(w, f * unit) for w, f in plan]
-    return _persistent(req, "cb", "cm", sends, (EVENT_COLL, _attr(comm, "_cid"), sends))
+    return _persistent(req, "cb", "cm", sends, (EVENT_COLL, _cid(comm), sends))
 
 
 def _barrier(comm, result):
@@ -525,7 +538,7 @@ def _barrier(comm, result):
 
 
 def _barrier_init(comm, req):
-    return _persistent(req, "cb", "cm", [], (EVENT_COLL, _attr(comm, "_cid"), ()))
+    return _persistent(req, "cb", "cm", [], (EVENT_COLL, _cid(comm), ()))
 
 
 def _exact_sends(comm, per_peer):
@@ -701,7 +714,7 @@ def _neighbour_sent(comm, result, done, per_peer):
     else:
         sends = [(w, n) for w, n in zip(_attr(comm, "_nbrs"), per_peer) if w is not None]
     if done is _persistent:
-        return _persistent(result, "cb", "cm", sends, (EVENT_COLL, _attr(comm, "_cid"), sends))
+        return _persistent(result, "cb", "cm", sends, (EVENT_COLL, _cid(comm), sends))
     _log_collective(comm, sends)
     return done(result, "cb", "cm", sends)
 
