@@ -158,7 +158,7 @@ class _Replayer:
         self.left = nbytes.astype(np.float64)
         self.n, self.total, self.ptr = n, total, ptr
         self.op, self.arg, self.instant = op.tolist(), arg.tolist(), instant.tolist()
-        self.need = np.diff(comm_ptr)[keys[0]].tolist()
+        self.need = events.sizes()[keys[0]].tolist()
 
     def run(self, deadline) -> Replay | None:
         op, arg, instant, need = self.op, self.arg, self.instant, self.need

@@ -30,7 +30,7 @@ parts directory, or a part; ``merge_traces`` joins traces over disjoint ranks.
 
 Optional: each rank's event log in program order (``EventLog``, the input of
 ``rankmap.replay``): ``events_ptr``, ``events_op``, ``events_peer``,
-``events_nbytes``, ``events_comm_ptr``, ``events_comm_members``,
+``events_nbytes``, ``events_comm_ptr``, ``events_comm_runs``,
 ``events_truncated``; a file without them reads with ``Trace.events`` None.
 """
 
@@ -74,7 +74,7 @@ def default_max_events(nranks: int) -> int:
     iteration is no log."""
     share = min(DEFAULT_MAX_EVENTS, JOB_MAX_EVENTS // max(int(nranks), 1))
     return share if share >= MIN_LOG_EVENTS else 0
-_EVENT_FIELDS = ("ptr", "op", "peer", "nbytes", "comm_ptr", "comm_members", "truncated")
+_EVENT_FIELDS = ("ptr", "op", "peer", "nbytes", "comm_ptr", "comm_runs", "truncated")
 
 
 @dataclass
@@ -85,9 +85,12 @@ class EventLog:
     Rank r's events are ``ptr[r]:ptr[r+1]`` of ``op``/``peer``/``nbytes``:
     SEND/RECV name the peer's world rank (RECV -1: an ANY_SOURCE receive
     that never completed), WAIT the rank's own event (0-based within the
-    rank) whose request it waits for, COLL a communicator (index into
-    ``comm_ptr``/``comm_members``: its world ranks), CSEND one modelled flow
-    of the COLL before it.  ``truncated[r]``: rank r's log reached its cap.
+    rank) whose request it waits for, COLL a communicator, CSEND one
+    modelled flow of the COLL before it.  ``truncated[r]``: rank r's log
+    reached its cap.  Communicator c's world ranks, in its rank order, are
+    the arithmetic runs ``comm_runs.reshape(-1, 3)[comm_ptr[c]:comm_ptr[c+1]]``
+    (start, step, count each: COMM_WORLD, a row or a column of a grid is one
+    run, so every rank's part carries its communicators in O(1), not O(P)).
     """
 
     ptr: np.ndarray
@@ -95,7 +98,7 @@ class EventLog:
     peer: np.ndarray
     nbytes: np.ndarray
     comm_ptr: np.ndarray
-    comm_members: np.ndarray
+    comm_runs: np.ndarray
     truncated: np.ndarray
 
     @property
@@ -111,23 +114,54 @@ class EventLog:
         lo, hi = self.ptr[rank], self.ptr[rank + 1]
         return self.op[lo:hi], self.peer[lo:hi], self.nbytes[lo:hi]
 
+    def runs(self, comm: int) -> np.ndarray:
+        """Communicator ``comm``'s runs, one (start, step, count) a row."""
+        return self.comm_runs.reshape(-1, 3)[self.comm_ptr[comm]:self.comm_ptr[comm + 1]]
+
     def members(self, comm: int) -> np.ndarray:
         """World ranks of communicator ``comm`` (in its rank order)."""
-        return self.comm_members[self.comm_ptr[comm]:self.comm_ptr[comm + 1]]
+        start, step, count = self.runs(comm).T
+        first = np.repeat(np.cumsum(count) - count, count)
+        return np.repeat(start, count) + np.repeat(step, count) * (np.arange(int(count.sum())) - first)
+
+    def sizes(self) -> np.ndarray:
+        """Members of every communicator."""
+        count = np.concatenate([[0], np.cumsum(self.comm_runs.reshape(-1, 3)[:, 2])])
+        return count[self.comm_ptr[1:]] - count[self.comm_ptr[:-1]]
+
+    @classmethod
+    def from_members(cls, ptr, op, peer, nbytes, comms, truncated) -> EventLog:
+        """A log whose communicators are given as member lists (``comms``)."""
+        runs = [member_runs(c) for c in comms]
+        return cls(np.asarray(ptr, dtype=np.int64), np.asarray(op, dtype=np.int8),
+                   np.asarray(peer, dtype=np.int64), np.asarray(nbytes, dtype=np.int64),
+                   np.concatenate([[0], np.cumsum([r.size // 3 for r in runs], dtype=np.int64)]).astype(np.int64),
+                   np.concatenate(runs) if runs else np.zeros(0, dtype=np.int64),
+                   np.asarray(truncated, dtype=bool))
 
     @classmethod
     def of_rank(cls, nranks: int, rank: int, op, peer, nbytes, comms, truncated: bool) -> EventLog:
         """The log of a trace covering one rank (``comms``: member lists)."""
         ptr = np.zeros(nranks + 1, dtype=np.int64)
         ptr[rank + 1:] = len(op)
-        sizes = [len(c) for c in comms]
         trunc = np.zeros(nranks, dtype=bool)
         trunc[rank] = truncated
-        return cls(ptr, np.asarray(op, dtype=np.int8), np.asarray(peer, dtype=np.int64),
-                   np.asarray(nbytes, dtype=np.int64),
-                   np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64),
-                   np.fromiter((w for c in comms for w in c), dtype=np.int64, count=sum(sizes)),
-                   trunc)
+        return cls.from_members(ptr, op, peer, nbytes, comms, trunc)
+
+
+def member_runs(members) -> np.ndarray:
+    """World ranks as arithmetic runs, flat (start, step, count) triples:
+    a run per stretch of equal differences, the same list always the same
+    runs (communicators merge by them)."""
+    m = np.asarray(members, dtype=np.int64)
+    if m.size < 2:
+        return np.array([m[0], 1, 1] if m.size else [], dtype=np.int64)
+    d = np.diff(m)
+    cut = np.flatnonzero(d[1:] != d[:-1]) + 1  # where the difference changes: a new stretch of d
+    lo = np.concatenate([[0], cut])            # each stretch of d starts a run at that member ...
+    count = np.diff(np.concatenate([lo, [m.size - 1]]))  # ... holding all but the stretch's last member,
+    count[-1] += 1                             # which opens the next run; the last run holds it
+    return np.stack([m[lo], d[lo], count], axis=1).ravel()
 
 
 class RankInfo(NamedTuple):
@@ -559,16 +593,22 @@ def _events(source, a: dict, n: int, ranks: np.ndarray) -> EventLog:
     count = op.size
     peer = _array(source, a, "events_peer", count, low=-1).astype(np.int64)
     nbytes = _array(source, a, "events_nbytes", count, low=0).astype(np.int64)
-    members = _array(source, a, "events_comm_members", low=0, high=n - 1).astype(np.int64)
-    comm_ptr = _array(source, a, "events_comm_ptr", low=0, high=members.size).astype(np.int64)
+    runs = _array(source, a, "events_comm_runs").astype(np.int64)
+    if runs.size % 3:
+        raise ValueError(f"{source}: member 'events_comm_runs' is not a list of (start, step, count)")
+    start, step, length = runs.reshape(-1, 3).T
+    last = start + step * (length - 1)
+    if np.any(length < 1) or np.any(np.minimum(start, last) < 0) or np.any(np.maximum(start, last) > n - 1):
+        raise ValueError(f"{source}: member 'events_comm_runs' names ranks outside 0..{n - 1}")
+    comm_ptr = _array(source, a, "events_comm_ptr", low=0, high=runs.size // 3).astype(np.int64)
     trunc = a["events_truncated"]
     flags = trunc.dtype.kind in "biu" and (trunc.size == 0 or 0 <= trunc.min() <= trunc.max() <= 1)
     if trunc.ndim != 1 or trunc.size != n or not flags:
         raise ValueError(f"{source}: member 'events_truncated' must hold {n} flags")
     if ptr[0] != 0 or ptr[-1] != count or np.any(np.diff(ptr) < 0):
         raise ValueError(f"{source}: member 'events_ptr' is not an index into the events")
-    if comm_ptr.size < 1 or comm_ptr[0] != 0 or comm_ptr[-1] != members.size or np.any(np.diff(comm_ptr) < 0):
-        raise ValueError(f"{source}: member 'events_comm_ptr' is not an index into 'events_comm_members'")
+    if comm_ptr.size < 1 or comm_ptr[0] != 0 or comm_ptr[-1] != runs.size // 3 or np.any(np.diff(comm_ptr) < 0):
+        raise ValueError(f"{source}: member 'events_comm_ptr' is not an index into 'events_comm_runs'")
     covered = np.zeros(n, dtype=bool)
     covered[ranks] = True
     if np.any((np.diff(ptr) > 0) & ~covered) or np.any(trunc.astype(bool) & ~covered):
@@ -587,7 +627,7 @@ def _events(source, a: dict, n: int, ranks: np.ndarray) -> EventLog:
         e = int(bad[0])
         raise ValueError(f"{source}: event {int(local[e])} of rank {int(rank_of[e])} (op {int(op[e])}) "
                          f"names {int(peer[e])}, out of its range")
-    return EventLog(ptr.astype(np.int64), op, peer, nbytes, comm_ptr, members, trunc.astype(bool))
+    return EventLog(ptr.astype(np.int64), op, peer, nbytes, comm_ptr, runs, trunc.astype(bool))
 
 
 # --------------------------------------------------------------------- merging
@@ -629,23 +669,23 @@ def merge_traces(traces: list[Trace]) -> Trace:
 
 def _merge_events(traces: list[Trace], n: int) -> EventLog | None:
     """Each rank's events from the trace that covers it, in rank order; the
-    communicators merged by content (the same world ranks in the same order
-    are one index).  None unless every trace has its log: a log with ranks
+    communicators merged by content (the same world ranks in the same order,
+    hence the same runs, are one index).  None unless every trace has its log: a log with ranks
     missing only because their profiler logged nothing would mislead."""
     if any(t.events is None for t in traces):
         return None
     index: dict = {}
-    members, rank_of, ops, peers, nbytes = [], [], [], [], []
+    runs, rank_of, ops, peers, nbytes = [], [], [], [], []
     truncated = np.zeros(n, dtype=bool)
     for t in traces:
         e = t.events
         remap = np.empty(e.ncomms, dtype=np.int64)
         for c in range(e.ncomms):
-            m = np.asarray(e.members(c), dtype=np.int64)
-            key = m.tobytes()
+            r = np.asarray(e.runs(c), dtype=np.int64).ravel()
+            key = r.tobytes()
             if key not in index:
-                index[key] = len(members)
-                members.append(m)
+                index[key] = len(runs)
+                runs.append(r)
             remap[c] = index[key]
         peer = np.asarray(e.peer, dtype=np.int64).copy()
         coll = np.asarray(e.op) == EVENT_COLL
@@ -658,10 +698,10 @@ def _merge_events(traces: list[Trace], n: int) -> EventLog | None:
     rank = np.concatenate(rank_of)
     order = np.argsort(rank, kind="stable")  # ranks come from one trace each, in program order
     ptr = np.concatenate([[0], np.cumsum(np.bincount(rank, minlength=n))]).astype(np.int64)
-    comm_ptr = np.concatenate([[0], np.cumsum([m.size for m in members], dtype=np.int64)]).astype(np.int64)
+    comm_ptr = np.concatenate([[0], np.cumsum([r.size // 3 for r in runs], dtype=np.int64)]).astype(np.int64)
     return EventLog(ptr, np.concatenate(ops)[order], np.concatenate(peers)[order],
                     np.concatenate(nbytes)[order], comm_ptr,
-                    np.concatenate(members) if members else np.zeros(0, dtype=np.int64), truncated)
+                    np.concatenate(runs) if runs else np.zeros(0, dtype=np.int64), truncated)
 
 
 def part_path(output, rank: int) -> Path:

@@ -97,7 +97,7 @@ def test_every_ranks_log_is_exact(tmp_path):
     assert trace.graph("p2p").bytes.max() < 1000
     # written and read back: the same log
     back = read_trace(trace.write(tmp_path / "again.rmtrace.npz"))
-    for f in ("ptr", "op", "peer", "nbytes", "comm_ptr", "comm_members", "truncated"):
+    for f in ("ptr", "op", "peer", "nbytes", "comm_ptr", "comm_runs", "truncated"):
         assert np.array_equal(getattr(back.events, f), getattr(e, f)), f
 
 

@@ -21,11 +21,8 @@ S = 1 << 20
 def log(*ranks, comms=()) -> EventLog:
     """The log of ranks given as lists of (op, peer, bytes)."""
     ev = [e for r in ranks for e in r]
-    return EventLog(np.cumsum([0] + [len(r) for r in ranks]).astype(np.int64),
-                    np.array([e[0] for e in ev], dtype=np.int8), np.array([e[1] for e in ev], dtype=np.int64),
-                    np.array([e[2] for e in ev], dtype=np.int64),
-                    np.cumsum([0] + [len(c) for c in comms]).astype(np.int64),
-                    np.array([m for c in comms for m in c], dtype=np.int64), np.zeros(len(ranks), dtype=bool))
+    return EventLog.from_members(np.cumsum([0] + [len(r) for r in ranks]), [e[0] for e in ev], [e[1] for e in ev],
+                                 [e[2] for e in ev], comms, np.zeros(len(ranks), dtype=bool))
 
 
 def send(peer, nbytes=S):

@@ -59,7 +59,7 @@ def test_round_trip_truncation_and_traces_without_a_log(tmp_path):
     t = merge_traces(parts)
     back = read_trace(t.write(tmp_path / "t.rmtrace.npz"))
     assert list(back.events.truncated) == [False, False, True, False]
-    for f in ("ptr", "op", "peer", "nbytes", "comm_ptr", "comm_members"):
+    for f in ("ptr", "op", "peer", "nbytes", "comm_ptr", "comm_runs"):
         assert np.array_equal(getattr(back.events, f), getattr(t.events, f)), f
     assert back.events.op.dtype == np.int8
     # a part: the log of its one rank; a parts directory merges them
@@ -67,6 +67,7 @@ def test_round_trip_truncation_and_traces_without_a_log(tmp_path):
     assert _events(part, 1) == [(R, 0, 8), (W, 0, 0), (C, (0, 1), 0), (C, (0, 1, 2, 3), 0)]
     parts[0].write(tmp_path / "d" / "rank000000.rmtrace.npz")
     assert read_trace(tmp_path / "d", warn_missing=False).events.ncomms == 2
+
     # no log: written without the members, read with events None; merged with one: None
     plain = _part(0, 4, [], [])
     plain.events = None
@@ -83,7 +84,9 @@ def test_round_trip_truncation_and_traces_without_a_log(tmp_path):
     (lambda a: a["events_peer"].__setitem__(1, 5), "out of its range"),
     (lambda a: a["events_peer"].__setitem__(2, 9), "out of its range"),  # no communicator 9
     (lambda a: a["events_ptr"].__setitem__(1, 9), "not an index"),
-    (lambda a: a["events_comm_members"].__setitem__(0, 4), "outside"),
+    (lambda a: a["events_comm_runs"].__setitem__(0, 4), "outside 0..3"),  # a run from rank 4
+    (lambda a: a["events_comm_runs"].__setitem__(1, 3), "outside 0..3"),  # 0, 3, 6: past rank 3
+    (lambda a: a.__setitem__("events_comm_runs", a["events_comm_runs"][:-1]), "start, step, count"),
 ])
 def test_damaged_logs_are_refused_by_name(tmp_path, damage, message):
     path = _part(0, 4, PARTS[0][0], PARTS[0][1]).write(tmp_path / "t.rmtrace.npz")
@@ -144,3 +147,17 @@ def test_the_default_log_stays_within_what_the_replay_takes():
     assert default_max_events(4) == default_max_events(16) == DEFAULT_MAX_EVENTS
     assert default_max_events(1024) * 1024 == JOB_MAX_EVENTS
     assert default_max_events(4096) == 1024 and default_max_events(4097) == 0
+
+
+def test_communicators_are_runs_that_merge_by_content():
+    """COMM_WORLD, a row and a column of a grid are one run each, whatever
+    the ranks; any list comes back as given, and the same list is the same runs."""
+    from rankmap.trace import EventLog, member_runs
+
+    assert member_runs(range(10 ** 6)).tolist() == [0, 1, 10 ** 6]
+    assert member_runs(range(3, 4096, 64)).tolist() == [3, 64, 64]
+    rng = np.random.default_rng(1)
+    lists = [[5], [2, 0], list(rng.permutation(9)), [0, 2, 4, 5, 6, 9, 9, 1], list(range(0, 12, 3)) + [1]]
+    log = EventLog.from_members([0], [], [], [], lists, [])
+    assert [log.members(c).tolist() for c in range(len(lists))] == [list(map(int, m)) for m in lists]
+    assert log.sizes().tolist() == [len(m) for m in lists]

@@ -115,8 +115,7 @@ def _replay() -> None:
 
     op = np.array([EVENT_SEND, EVENT_WAIT, EVENT_RECV, EVENT_WAIT], dtype=np.int8)
     peer, nbytes = np.array([1, 0, 0, 0]), np.array([8, 0, 8, 0])
-    log = EventLog(np.array([0, 2, 4]), op, peer, nbytes, np.zeros(1, dtype=np.int64),
-                   np.zeros(0, dtype=np.int64), np.zeros(2, dtype=bool))
+    log = EventLog.from_members([0, 2, 4], op, peer, nbytes, [], [False, False])
     replay_time(log, np.array([0, 2]), topology_from_strings("2:2", "1:100"))
 
 
