@@ -271,13 +271,7 @@ def _sent(comm, result, buf, dest, mode):
     ``buf``: the buffer, or the bytes of a pickled send."""
     if dest >= 0:
         n = buf if type(buf) is int else buffer_bytes(buf)
-        try:
-            w = comm._rmw[dest]
-        except AttributeError:
-            w = _attr(comm, "_rmw")[dest]
-        c = _REC.active
-        c.pb[w] += n
-        c.pm[w] += 1
+        w = _count_p2p(comm, dest, n)
         log = _REC.log
         if log is not None and w != _EXTERNAL:
             if mode == _BLOCKING:
@@ -373,10 +367,7 @@ def _sendrecv(comm, result, sendbuf, dest, recvbuf, source, status):
     log = _REC.log
     if log is not None:
         if source >= 0 and w is not None and w != _EXTERNAL:
-            try:
-                v = comm._rmw[source]
-            except AttributeError:
-                v = _attr(comm, "_rmw")[source]
+            v = _world(comm, source)
             if v != _EXTERNAL:
                 log.exchange(w, n, v, recvbuf if type(recvbuf) is int else buffer_bytes(recvbuf))
                 return result
@@ -796,16 +787,9 @@ def _done(req, status) -> None:
 def _done_all(requests, statuses) -> None:
     if _REC.events is None:  # no log: no request is tracked
         return
-    log = _REC.log
     for k, req in enumerate(requests):
-        i = getattr(req, "_rm_ev", -1)
-        if i >= 0:
-            if req._rm_to < 0 and req._rm_fix is None:  # the usual case, inline: the hot path
-                req._rm_ev = -1
-                if log is not None:
-                    log.wait(i)
-            else:
-                _done(req, statuses[k] if statuses and k < len(statuses) else None)
+        if getattr(req, "_rm_ev", -1) >= 0:
+            req._waited(statuses[k] if statuses and k < len(statuses) else None)
 
 
 def _done_some(requests, indices, statuses) -> None:
