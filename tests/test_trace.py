@@ -95,6 +95,7 @@ def test_show_prints_summary_and_plot(tmp_path, capsys):
     assert cli(["show", str(path), "--plot", str(png)]) == 0
     out = capsys.readouterr().out
     assert "ranks     2 (2 recorded)" in out and "0 -> 1" in out and "2.00 KiB" in out
+    assert "events    none" in out  # no event log: map judges by the link time alone
     assert png.stat().st_size > 1000
 
 

@@ -54,11 +54,16 @@ def test_merge_keeps_program_order_and_merges_communicators_by_content():
         assert list(np.diff(t.events.ptr)) == [5, 4, 2, 0]
 
 
-def test_round_trip_truncation_and_traces_without_a_log(tmp_path):
+def test_round_trip_truncation_and_traces_without_a_log(tmp_path, capsys):
     parts = [_part(r, 4, ev, comms, truncated=(r == 2)) for r, (ev, comms) in PARTS.items()]
     t = merge_traces(parts)
     back = read_trace(t.write(tmp_path / "t.rmtrace.npz"))
     assert list(back.events.truncated) == [False, False, True, False]
+    from rankmap.cli import main as cli
+
+    assert cli(["show", str(tmp_path / "t.rmtrace.npz")]) == 0
+    assert (f"events    {t.events.op.size} in program order, what map replays; 1 rank(s) reached "
+            "--max-events") in capsys.readouterr().out
     for f in ("ptr", "op", "peer", "nbytes", "comm_ptr", "comm_runs"):
         assert np.array_equal(getattr(back.events, f), getattr(t.events, f)), f
     assert back.events.op.dtype == np.int8

@@ -72,6 +72,11 @@ def summary(trace, top: int = 10, kind: str = "all", phase=None) -> str:
     for s in trace.status:
         statuses[s or "missing"] = statuses.get(s or "missing", 0) + 1
     lines.append("status    " + ", ".join(f"{k}: {v}" for k, v in statuses.items()))
+    e = trace.events
+    lines.append("events    " + ("none (the link time alone judges an order)" if e is None else
+                                f"{e.op.size} in program order, what map replays"
+                                + (f"; {int(e.truncated.sum())} rank(s) reached --max-events"
+                                   if e.truncated.any() else "")))
     if len(trace.missing_ranks):
         lines.append("WARNING   " + missing_report(trace))
     lines.append("")
