@@ -278,3 +278,21 @@ def test_map_moves_the_ranks_only_where_the_replay_says_it_pays(capsys, tmp_path
     assert main(["map", str(trace), "--topology", str(topo), "--objective", "sum", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert not out["kept_given_order"] and out["J"] < out["J_before"]
+
+
+def test_eval_prints_the_replay_of_both_orders(capsys, tmp_path):
+    """eval beside identity: the mapping map wrote replays faster; the identity itself replays alike."""
+    from rankmap.cli import main
+
+    trace = sweep_trace(tmp_path / "rows.rmtrace.npz", [pe // 4 for pe in LAYOUTS["rows"]])
+    topo = tmp_path / "c.topo"
+    topo.write_text("cluster\nhierarchy 4 distances 1\nnodes node[0-3]\nnetwork 4 distances 100 bandwidths 50mbit\n")
+    assert main(["map", str(trace), "--topology", str(topo), "-o", str(tmp_path / "m.txt"), "--as", "perm"]) == 0
+    (tmp_path / "id.txt").write_text("".join(f"{r}\n" for r in range(16)))
+    capsys.readouterr()
+    rows = {}
+    for name in ("m.txt", "id.txt"):
+        assert main(["eval", str(trace), "--topology", str(topo), "--mapping", str(tmp_path / name)]) == 0
+        line = next(x for x in capsys.readouterr().out.splitlines() if "message order replayed" in x)
+        rows[name] = [float(v) for v in line.split()[-4::2]]
+    assert rows["m.txt"][1] < 0.99 * rows["m.txt"][0] and rows["id.txt"][0] == rows["id.txt"][1]
