@@ -5,10 +5,10 @@ kernels.  Each is compiled on its first use and cached on disk: without the
 cache, the first run of each path pays seconds of compilation inside its time
 limit.  This command maps small instances that call every kernel (the
 bundled demo, a one-to-one mapping of more than 1024 tasks, a many-to-one
-mapping, a torus; the growing of large jobs' sub-problems, the report's pass
-over their pairs, their symmetry check and the scan of their files
-directly, and the replay of a recorded message order) and
-checks that each kernel has been compiled or loaded.
+mapping, a torus; the growing of large jobs' sub-problems, the repair of
+their top cuts, the report's pass over their pairs, their symmetry check and
+the scan of their files directly, and the replay of a recorded message
+order) and checks that each kernel has been compiled or loaded.
 
 Run it as the user who installed rankmap, right after the install: the cache
 then sits next to the installed sources (numba's ``__pycache__``), where every
@@ -78,14 +78,19 @@ def instances():
              "mesh_auto")]
 
 
-def _grown_splits() -> None:
-    """The growing kernels, which only jobs of more than 32768 tasks reach
-    (too large to map here): called directly on a small stencil."""
+def _large_job_starts() -> None:
+    """The growing and the repair of a top cut made with slack, which only
+    jobs of more than 32768 tasks reach (too large to map here): called
+    directly on a small stencil."""
     from ..algorithms.construct.growing import grow_blocks, grow_split
+    from ..algorithms.construct.rebalance import balance_along_paths
 
     adj = grid(16, 16).symmetric
     grow_blocks(adj, np.full(4, 64))
     grow_split(adj, [np.arange(64), np.arange(64, 256)], [np.full(4, 16), np.full(2, 96)])
+    one_over = np.repeat(np.arange(4), 64)
+    one_over[64] = 0  # 65 tasks in the first block, 63 in the second
+    balance_along_paths(adj, one_over, np.full(4, 64))
 
 
 def _large_job_passes() -> None:
@@ -157,9 +162,9 @@ def run(args) -> int:
         if not args.quiet:
             print(f"{what:28s} {time.perf_counter() - t:6.1f} s")
     t = time.perf_counter()
-    _grown_splits()
+    _large_job_starts()
     if not args.quiet:
-        print(f"{'grown splits (large jobs)':28s} {time.perf_counter() - t:6.1f} s")
+        print(f"{'starts of large jobs':28s} {time.perf_counter() - t:6.1f} s")
     t = time.perf_counter()
     _large_job_passes()
     if not args.quiet:

@@ -149,7 +149,7 @@ IDLE_STARTS = 4       # ... or this many in a row without a gain
 SMALL_LIMIT = 2.0      # a time or work limit up to this many seconds starts with the quick constructions
 LARGE_TASKS = 1 << 15  # beyond this many tasks the parallel multisection (KaMinPar, growing) starts first
 GROW_BELOW = 512      # ... its sub-problems of at most this many tasks grown, not partitioned
-TOP_CUTS_SHARE = 0.75  # ... and where its top cuts would take more of the budget, growing along the tree
+TOP_CUTS_SHARE = 0.8  # ... and where its top cuts would take more of the budget, growing along the tree
 _PER_GROWN_TASK = 2e-7  # growing: seconds per task (0.11 s for the 2^17 tasks of a stencil in 2048 nodes)
 
 
@@ -174,10 +174,12 @@ def budget_of(graph, topology, time_limit: float | None) -> float:
 
 def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
     from ..construct.partition import partition_seconds
+    from ..construct.rebalance import balance_seconds
 
     nnz = graph.symmetric.nnz
-    if backend == "kaminpar":  # the top cut: the levels below are grown (``large_start``)
-        return partition_seconds(graph.n, nnz, _top_parts(topology), backend, preset) + graph.n * _PER_GROWN_TASK
+    if backend == "kaminpar":  # the top cut (and its repair): the levels below are grown (``large_start``)
+        return partition_seconds(graph.n, nnz, _top_parts(topology), backend, preset) + balance_seconds(graph.n) \
+            + graph.n * _PER_GROWN_TASK
     key = (backend, "fast" if backend == "mtkahypar" else preset)
     if dense_graph(graph):  # most edges are cut at the top: the levels below see few of them
         return _DENSE_BELOW_TOP * partition_seconds(graph.n, nnz, _top_parts(topology), *key)
@@ -246,17 +248,18 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
     threads for the large sub-problems (the top cuts), greedy growing for
     those of at most GROW_BELOW tasks (``construct/growing.py``), every
     level's at once.  On a scrambled 2^17-task stencil onto 4:16:2048 it
-    took 1.2 s (one thread) where KaHIP eco's multisection took 21 s, at
-    J 1.03 x its J (``docs/results/scale.md``).  Where the top cuts would
-    take more than TOP_CUTS_SHARE of ``budget`` (KaMinPar's time grows
-    faster than the graph: 2^24 tasks into 262144 nodes took 389 s on one
-    thread), the start is greedy growing along the tree alone
-    (``tree_growing.grow``, compiled passes): at 2^20 on two cores
-    KaMinPar's top cut took 6.1-7.5 s of a 10 s limit and left the nodes
-    in the given order or not, J 0.20-0.23 x the given order's from run
-    to run."""
+    took 0.6-0.9 s (two threads) where KaHIP eco's multisection took 21 s,
+    at J 0.99-1.0 x its J (``docs/results/scale.md``).  Where the top cuts
+    and their repair (``rebalance.py``) would take more than TOP_CUTS_SHARE
+    of ``budget`` (KaMinPar's time grows faster than the graph: 2^24 tasks
+    into 262144 nodes took 389 s on one thread), the start is greedy
+    growing along the tree alone (``tree_growing.grow``, compiled passes).
+    At 2^20 on two cores under a 10 s limit the multisection is priced at
+    0.77 of the budget; the whole run took 9.0-9.5 s at J 0.88 x the
+    growing's."""
     from ..construct.multisection import grow_seconds
     from ..construct.partition import partition_seconds
+    from ..construct.rebalance import balance_seconds
 
     cost, tasks, levels = 0.0, graph.n, _splitting_levels(topology)
     for parts in levels:
@@ -265,7 +268,7 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
             break
         calls = -(-graph.n // tasks)  # the level's sub-problems, each a share of the graph
         cost += calls * partition_seconds(tasks, -(-graph.symmetric.nnz // calls), parts, "kaminpar", "fast",
-                                          threads)
+                                          threads) + balance_seconds(graph.n)
         tasks = -(-tasks // parts)
     grown = grow_seconds(graph.n, graph.symmetric.nnz)
     if budget is not None and cost > TOP_CUTS_SHARE * budget and grown < cost:

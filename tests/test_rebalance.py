@@ -1,0 +1,80 @@
+"""Exact block sizes by chains of moves (``construct/rebalance.py``)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from rankmap.algorithms.construct.rebalance import balance_along_paths
+
+
+def _grid(rows, cols):
+    idx = np.arange(rows * cols).reshape(rows, cols)
+    src = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    dst = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    a = sp.coo_array((np.ones(src.size), (src, dst)), shape=(rows * cols,) * 2)
+    return sp.csr_array(a + a.T)
+
+
+def _cut(adj, block):
+    coo = adj.tocoo()
+    return float(coo.data[block[coo.row] != block[coo.col]].sum()) / 2
+
+
+def _quadrants():
+    """An 8 x 8 grid in four 4 x 4 quadrants: 0 top left, 1 top right, 2 bottom left, 3 bottom right."""
+    rows, cols = np.divmod(np.arange(64), 8)
+    return (rows // 4) * 2 + cols // 4
+
+
+def test_a_chain_through_a_full_block_restores_the_cut():
+    """Block 0 holds a task of block 1, which holds one of block 3: moving
+    both back (0 -> 1 -> 3) lowers the cut; block 0 does not touch block 3,
+    the one with room, and any other way there cuts more."""
+    adj, block = _grid(8, 8), _quadrants()
+    best = _cut(adj, block)
+    moved = block.copy()
+    moved[1 * 8 + 4] = 0   # row 1, col 4: a task of block 1 on its border with 0
+    moved[4 * 8 + 6] = 1   # row 4, col 6: a task of block 3 on its border with 1
+    assert np.bincount(moved).tolist() == [17, 16, 16, 15]
+    fixed = balance_along_paths(adj, moved, np.full(4, 16))
+    assert np.bincount(fixed, minlength=4).tolist() == [16, 16, 16, 16]
+    assert _cut(adj, fixed) == best
+    assert np.array_equal(fixed, block)
+
+
+def test_balanced_input_comes_back_unchanged_and_impossible_capacities_are_refused():
+    adj, block = _grid(8, 8), _quadrants()
+    assert np.array_equal(balance_along_paths(adj, block, np.full(4, 16)), block)
+    with pytest.raises(ValueError, match="cannot balance"):
+        balance_along_paths(adj, block, np.array([16, 16, 16, 15]))
+
+
+def test_blocks_no_chain_reaches_give_their_cheapest_task():
+    """Two separate paths: the overloaded block has no edge to the block
+    with room, so the end of its path (one edge inside) moves there."""
+    a = sp.coo_array((np.ones(4), ([0, 1, 5, 6], [1, 2, 6, 7])), shape=(8, 8))
+    adj = sp.csr_array(a + a.T)
+    block = np.array([0, 0, 0, 0, 0, 1, 1, 1])  # 3 and 4 have no edges at all
+    fixed = balance_along_paths(adj, block, np.array([4, 4]))
+    assert np.bincount(fixed).tolist() == [4, 4]
+    assert fixed[3] == 1 or fixed[4] == 1  # a task without edges costs nothing to move
+
+
+def test_partition_with_slack_is_repaired_to_exact_sizes_near_its_cut():
+    """A 32 x 32 grid in 16 blocks of 64 from strips of uneven height (some
+    blocks 72, some 56): the repair reaches exactly 64 each, and its chains
+    cost far less than moving the excess tasks away whole."""
+    adj = _grid(32, 32)
+    rows, cols = np.divmod(np.arange(1024), 32)
+    heights = np.array([9, 7, 9, 7])  # rows of each band of blocks: 72 and 56 tasks a block
+    band = np.searchsorted(np.cumsum(heights), rows, side="right")
+    block = band * 4 + cols // 8
+    over = np.bincount(block)
+    assert over.max() == 72 and over.min() == 56
+    fixed = balance_along_paths(adj, block, np.full(16, 64), seed=3)
+    assert np.bincount(fixed, minlength=16).tolist() == [64] * 16
+    # 8 tasks leave each of 8 blocks: moved away whole, each would cut at least one edge more (64 in
+    # all); shifting the borders between the bands costs a few edges (192 -> 197)
+    assert _cut(adj, fixed) <= _cut(adj, block) + 16
+    again = balance_along_paths(adj, block, np.full(16, 64), seed=3)
+    assert np.array_equal(fixed, again)
