@@ -284,6 +284,17 @@ class _Rows:
         return True
 
 
+def row_edges(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edge ids of the CSR rows ``rows`` concatenated, and for each edge the
+    position of its row in ``rows``: the edges of a renumbered or induced
+    graph, without a Python loop."""
+    lens = indptr[rows + 1] - indptr[rows]
+    owner = np.repeat(np.arange(rows.size), lens)
+    offsets = np.cumsum(lens) - lens
+    edges = np.arange(int(lens.sum()), dtype=np.int64) - offsets[owner] + indptr[rows][owner]
+    return edges, owner
+
+
 def _triples(matrix, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(row, col, value, n) of a square matrix given as ``_Triples``, ``_Rows``,
     a scipy sparse matrix or a dense array."""

@@ -5,14 +5,11 @@ import pytest
 import scipy.sparse as sp
 
 from rankmap.algorithms.construct.rebalance import balance_along_paths
+from tests.quality_instances import grid_graph
 
 
 def _grid(rows, cols):
-    idx = np.arange(rows * cols).reshape(rows, cols)
-    src = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
-    dst = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
-    a = sp.coo_array((np.ones(src.size), (src, dst)), shape=(rows * cols,) * 2)
-    return sp.csr_array(a + a.T)
+    return grid_graph(rows, cols).bytes  # unit weight each way per neighbour pair
 
 
 def _cut(adj, block):

@@ -386,7 +386,7 @@ def _grouped_partition(call, adj, ws: np.ndarray, targets: np.ndarray, capacity:
     split instead (``_refused_blocks``), so no partitioning call runs past it."""
     n, c = adj.shape[0], targets.size
     if c <= FANOUT_MAX or kind[0] == "kaminpar":  # KaMinPar's large-k presets take any count at once
-        repair = balance_seconds(n) if kind[0] == "kaminpar" else 0.0  # asked with slack (ONE_TO_ONE_SLACK)
+        repair = balance_seconds(n) if kind[0] == "kaminpar" else 0.0  # its blocks have slack: the repair after
         if deadline.expired() or not deadline.allows(partition_seconds(n, adj.nnz, c, *kind)
                                                      + first_call_seconds(kind[0]) + repair):
             return _refused_blocks(adj, ws, targets, deadline)

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...graph import row_edges
+
 MAX_EXPAND = 512   # blocks one search expands before it takes the cheapest chain it has found
 HOP = 0.1          # a step's own cost, in mean edge weights
 KNOWN_WIDTH = 16   # a block's moves are kept between searches where it has at most this many neighbours
@@ -55,12 +57,10 @@ def balance_along_paths(adj, block: np.ndarray, capacity: np.ndarray, seed: int 
     task = np.argsort(block, kind="stable")
     renumbered = np.empty_like(task)
     renumbered[task] = np.arange(task.size)
-    degree = np.diff(adj.indptr)[task]
-    indptr = np.zeros(task.size + 1, dtype=np.int64)
-    np.cumsum(degree, out=indptr[1:])
-    rows = np.repeat(adj.indptr[task].astype(np.int64) - indptr[:-1], degree) + np.arange(indptr[-1])
-    indices = renumbered[adj.indices[rows]]
-    data = np.asarray(adj.data, dtype=np.float64)[rows]
+    edges, _ = row_edges(adj.indptr, task)
+    indptr = np.concatenate([[0], np.cumsum(np.diff(adj.indptr)[task])]).astype(np.int64)
+    indices = renumbered[adj.indices[edges]]
+    data = np.asarray(adj.data, dtype=np.float64)[edges]
     hop = HOP * float(np.abs(data).sum()) / max(data.size, 1)
     order = np.random.default_rng(seed).permutation(capacity.size)
     local = block[task]

@@ -255,7 +255,7 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
     into 262144 nodes took 389 s on one thread), the start is greedy
     growing along the tree alone (``tree_growing.grow``, compiled passes).
     At 2^20 on two cores under a 10 s limit the multisection is priced at
-    0.77 of the budget; the whole run took 9.0-9.5 s at J 0.88 x the
+    0.77 of the budget; whole runs took 8.2-9.7 s at J 0.88-0.91 x the
     growing's."""
     from ..construct.multisection import grow_seconds
     from ..construct.partition import partition_seconds

@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...cost import row_costs
-from ...graph import CommGraph
+from ...graph import CommGraph, row_edges
 from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
@@ -74,16 +74,6 @@ class RefineStats:
     @property
     def evaluated_per_s(self) -> float:
         return self.evaluated / self.seconds if self.seconds > 0 else 0.0
-
-
-def _ragged(indptr: np.ndarray, rows: np.ndarray):
-    """Edge ids of the CSR rows ``rows`` concatenated, and for each edge the
-    position of its row in ``rows``."""
-    lens = indptr[rows + 1] - indptr[rows]
-    owner = np.repeat(np.arange(rows.size), lens)
-    offsets = np.cumsum(lens) - lens
-    edges = np.arange(int(lens.sum()), dtype=np.int64) - offsets[owner] + indptr[rows][owner]
-    return edges, owner
 
 
 def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generator, deadline: Deadline,
@@ -175,7 +165,7 @@ class _SwapState:
     def move_gain(self, tasks, targets, partners):
         """For each i: J change if tasks[i] alone moved to targets[i], and the
         weight of the edge tasks[i] -- partners[i]."""
-        e, owner = _ragged(self.indptr, tasks)
+        e, owner = row_edges(self.indptr, tasks)
         x = self.indices[e]
         w = self.w[e]
         px = self.pos[x]
@@ -231,7 +221,7 @@ class _SwapState:
     def update_gamma(self, moved_tasks: np.ndarray, old_pos: np.ndarray):
         """Gamma after a batch of moves with pairwise disjoint closed
         neighbourhoods (apart from swap partners): O(sum of their degrees)."""
-        e, owner = _ragged(self.indptr, moved_tasks)
+        e, owner = row_edges(self.indptr, moved_tasks)
         x, w = self.indices[e], self.w[e]
         new_d = self.dist(self.pos[moved_tasks][owner], self.pos[x])
         is_moved = np.zeros(self.pos.size, dtype=bool)
@@ -319,7 +309,7 @@ def _by_tree_position(s: _SwapState) -> np.ndarray:
     order = np.argsort(s.pos, kind="stable")
     back = np.empty_like(order)
     back[order] = np.arange(order.size)
-    edges, _ = _ragged(s.indptr, order)
+    edges, _ = row_edges(s.indptr, order)
     indptr = np.concatenate([[0], np.cumsum(np.diff(s.indptr)[order])])
     s.adj = sp.csr_array((s.w[edges], back[s.indices[edges]], indptr), shape=s.adj.shape)
     s.adj.sort_indices()
@@ -632,5 +622,5 @@ def cached_scans(graph: CommGraph, topology) -> bool:
 
 def _with_neighbours(indptr, indices, tasks: np.ndarray) -> np.ndarray:
     """``tasks`` and their graph neighbours, each once."""
-    edges, _ = _ragged(indptr, tasks)
+    edges, _ = row_edges(indptr, tasks)
     return np.union1d(tasks, indices[edges]).astype(np.int64)
