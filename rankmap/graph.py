@@ -295,6 +295,19 @@ def row_edges(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     return edges, owner
 
 
+def renumbered_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                    order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR graph with its vertices renumbered so that vertex ``order[i]``
+    becomes i (neighbours that sit together in memory), as (indptr, indices,
+    data) with each row's entries in their old order, and ``back``, each old
+    vertex's new number."""
+    back = np.empty_like(order)
+    back[order] = np.arange(order.size)
+    edges, _ = row_edges(indptr, order)
+    new_indptr = np.concatenate([[0], np.cumsum(np.diff(indptr)[order])]).astype(np.int64)
+    return new_indptr, back[indices[edges]], data[edges], back
+
+
 def _triples(matrix, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(row, col, value, n) of a square matrix given as ``_Triples``, ``_Rows``,
     a scipy sparse matrix or a dense array."""

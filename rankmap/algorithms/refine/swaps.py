@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...cost import row_costs
-from ...graph import CommGraph, row_edges
+from ...graph import CommGraph, renumbered_rows, row_edges
 from ...deadline import Deadline
 from ...mapping import DEFAULT_EPS, balance_report
 from ...topology import Topology
@@ -307,11 +307,8 @@ def _by_tree_position(s: _SwapState) -> np.ndarray:
     keeps a pass inside a small part of the arrays.  Returns the
     permutation that takes the renumbered positions back."""
     order = np.argsort(s.pos, kind="stable")
-    back = np.empty_like(order)
-    back[order] = np.arange(order.size)
-    edges, _ = row_edges(s.indptr, order)
-    indptr = np.concatenate([[0], np.cumsum(np.diff(s.indptr)[order])])
-    s.adj = sp.csr_array((s.w[edges], back[s.indices[edges]], indptr), shape=s.adj.shape)
+    indptr, indices, w, back = renumbered_rows(s.indptr, s.indices, s.w, order)
+    s.adj = sp.csr_array((w, indices, indptr), shape=s.adj.shape)
     s.adj.sort_indices()
     s.indptr, s.indices, s.w = s.adj.indptr, s.adj.indices, s.adj.data
     s.pos, s.vw = s.pos[order], np.asarray(s.vw)[order]
