@@ -306,6 +306,34 @@ def test_small_sub_problems_are_grown_into_their_groups():
     assert mapping_cost(g, topo, runs[0]) == mapping_cost(g, topo, best)
 
 
+def test_grown_children_above_other_levels_are_split_again():
+    """Growing from the root: its children (nodes of 16 tasks, two levels
+    above the PEs) are grown again at the next level, all at once, and the
+    planted groups come out."""
+    g, best = planted_hierarchy([4, 4, 8], [1000, 10, 1], seed=4)
+    topo = hierarchy_topology([4, 4, 8], [1, 10, 100])
+    pe = map_tasks(g, topo, method="multisection", backend="kaminpar", preset="fast", grow_below=128,
+                   threads=1).pe_of_task
+    assert sorted(pe.tolist()) == list(range(128))
+    assert mapping_cost(g, topo, pe) == mapping_cost(g, topo, best)
+
+
+def test_kaminpars_multisection_of_a_large_graph_runs_in_a_local_order(monkeypatch):
+    """From LOCAL_ORDER_MIN_TASKS tasks the multisection works on the graph
+    renumbered (reverse Cuthill-McKee) and maps the PEs back to the given
+    tasks: a one-to-one mapping as good as without."""
+    from rankmap.algorithms.construct import multisection as ms
+
+    g = grid_graph(32, 32).subgraph(np.random.default_rng(2).permutation(1024))
+    topo = hierarchy_topology([4, 16, 16], [1, 10, 100])
+    runs = {}
+    for smallest in (1 << 20, 1):
+        monkeypatch.setattr(ms, "LOCAL_ORDER_MIN_TASKS", smallest)
+        runs[smallest] = ms.multisection_map(g, topo, backend="kaminpar", preset="fast", grow_below=64)
+        assert sorted(runs[smallest].tolist()) == list(range(1024))
+    assert mapping_cost(g, topo, runs[1]) <= 1.05 * mapping_cost(g, topo, runs[1 << 20])
+
+
 def test_kaminpar_cuts_the_top_and_growing_the_rest_of_a_stencil():
     g = grid_graph(32, 32).subgraph(np.random.default_rng(0).permutation(1024))  # scrambled ids
     topo = hierarchy_topology([4, 16, 16], [1, 10, 100])

@@ -79,18 +79,20 @@ def instances():
 
 
 def _large_job_starts() -> None:
-    """The growing and the repair of a top cut made with slack, which only
-    jobs of more than 32768 tasks reach (too large to map here): called
-    directly on a small stencil."""
+    """The growing with its search, the repair of a top cut made with slack
+    and the FM on pairs of its blocks, which only jobs of more than 32768
+    tasks reach (too large to map here): called directly on a small
+    stencil."""
     from ..algorithms.construct.growing import grow_blocks, grow_split
+    from ..algorithms.construct.pair_fm import refine_pairs
     from ..algorithms.construct.rebalance import balance_along_paths
 
     adj = grid(16, 16).symmetric
     grow_blocks(adj, np.full(4, 64))
-    grow_split(adj, [np.arange(64), np.arange(64, 256)], [np.full(4, 16), np.full(2, 96)])
+    grow_split(adj, [np.arange(64), np.arange(64, 256)], [np.full(4, 16), np.full(2, 96)], search_work=10.0)
     one_over = np.repeat(np.arange(4), 64)
     one_over[64] = 0  # 65 tasks in the first block, 63 in the second
-    balance_along_paths(adj, one_over, np.full(4, 64))
+    refine_pairs(adj, balance_along_paths(adj, one_over, np.full(4, 64)), 4)
 
 
 def _large_job_passes() -> None:

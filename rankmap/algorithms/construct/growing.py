@@ -16,7 +16,9 @@ rim of what is left) and takes, until it is full, the free task whose
 traffic to the child minus its traffic to the other free tasks is
 largest.  Ties go to the task that comes first, so the result is
 deterministic; the sub-problems of a call are independent and run on
-threads in chunks (the kernel releases the GIL).
+threads in chunks (the kernel releases the GIL).  Each grown split can
+then be improved by an iterated local search of swaps
+(``split_search.py``), within a work bound per task.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ import numpy as np
 
 from ...heap_kernel import pop, push
 from ..jit import njit
+from .split_search import improve_split  # compiled into _grow: numba's cache of _grow keys on this file alone
 
 
 @njit(cache=True, nogil=True)
-def _grow(indptr, indices, w, tasks, sub_ptr, sizes, size_ptr, at, child):
+def _grow(indptr, indices, w, tasks, sub_ptr, sizes, size_ptr, at, child, search_work):
     """For each sub-problem i: its tasks ``tasks[sub_ptr[i]:sub_ptr[i + 1]]``
     into children of the sizes ``sizes[size_ptr[i]:size_ptr[i + 1]]``
     (summing to the task count); ``child[t]`` gets the child's index, and
@@ -86,16 +89,21 @@ def _grow(indptr, indices, w, tasks, sub_ptr, sizes, size_ptr, at, child):
                     if mine[x] < 0:
                         to_free[x] -= wt[e]
                         to_child[x] += wt[e]
+        if search_work > 0 and m > 1:
+            improve_split(ptr, nbr, wt, k, mine, m, search_work * k, tasks[lo])
         for a in range(k):
             child[tasks[lo + a]] = mine[a]
 
 
-def grow_split(adj, groups: list[np.ndarray], sizes: list[np.ndarray], threads: int = 1) -> list[np.ndarray]:
+def grow_split(adj, groups: list[np.ndarray], sizes: list[np.ndarray], threads: int = 1,
+               search_work: float = 0.0) -> list[np.ndarray]:
     """The child index of every task of every sub-problem: ``groups[i]``
     (task ids, rows of the symmetric CSR ``adj``) into children of
     ``sizes[i]`` tasks, by greedy growing (module docstring) inside the
-    sub-problem.  Sub-problems run in ``threads`` chunks at once; the
-    result does not depend on the count."""
+    sub-problem, each split then searched with ``search_work`` swap
+    evaluations per task (``split_search.improve_split``; 0: none).
+    Sub-problems run in ``threads`` chunks at once; the result does not
+    depend on the count."""
     if not groups:
         return []
     n = adj.shape[0]
@@ -114,7 +122,8 @@ def grow_split(adj, groups: list[np.ndarray], sizes: list[np.ndarray], threads: 
 
     def run(c):
         a, b = cuts[c], cuts[c + 1]
-        _grow(indptr, indices, w, tasks, sub_ptr[a:b + 1], flat_sizes, size_ptr[a:b + 1], at, child)
+        _grow(indptr, indices, w, tasks, sub_ptr[a:b + 1], flat_sizes, size_ptr[a:b + 1], at, child,
+              float(search_work))
 
     if cuts.size > 2:
         with ThreadPoolExecutor(cuts.size - 1) as pool:

@@ -44,6 +44,7 @@ from ..registry import register
 from ..pool import fork_server_pool, without_main
 from .partition import (BACKENDS, first_call_seconds, mtkahypar_map, partition_graph, partition_seconds,
                         repair_balance, steiner_seconds)
+from .pair_fm import pair_seconds, refine_pairs
 from .rebalance import balance_along_paths, balance_seconds
 
 
@@ -100,6 +101,43 @@ def _cut(adj, block: np.ndarray) -> float:
     return float(adj.data[block[rows] != block[adj.indices]].sum())
 
 
+GROWN_SEARCH_WORK = 300.0  # swap evaluations per task of the search after growing (2^20-task stencil on
+                           # 4:16:16384: 300 took J 8.06e7 -> 7.94e7, 1000 to 7.88e7 at 3.4 times the time)
+PAIR_ROUNDS = 3            # rounds of FM on matched pairs after a KaMinPar split (``pair_fm.ROUNDS``)
+LOCAL_ORDER_MIN_TASKS = 1 << 16  # from this many tasks KaMinPar's multisection runs on the graph in a local order
+# seconds, one core: the local order per task and adjacency entry (2^20-task stencil 0.84 s), the growing per
+# task, and the search per task and unit of work (2^17 and 2^20 tasks into 4:16:n/64 at 300: 1.7e-6 s per task)
+_PER_ORDERED_ENTRY = 1.6e-7
+_PER_GROWN_TASK = 2e-7
+_PER_SEARCH_WORK = 5e-9
+# KaMinPar on a graph in the local order, against the price of its scrambled ids (fast, one thread: 2^17 tasks
+# 0.50 s against 0.57, 2^20 4.2 s against 5.8)
+LOCAL_ORDER_SPEEDUP = 0.7
+
+
+def local_order_seconds(n: int, nnz: int) -> float:
+    """Estimated seconds of ``_in_local_order`` (0 below LOCAL_ORDER_MIN_TASKS)."""
+    return _PER_ORDERED_ENTRY * (n + nnz) if n >= LOCAL_ORDER_MIN_TASKS else 0.0
+
+
+def grown_seconds(n: int, search_work: float = GROWN_SEARCH_WORK, threads: int = 1) -> float:
+    """Estimated seconds of growing ``n`` tasks' small sub-problems and
+    searching their splits (``growing.grow_split``: on threads, uncut)."""
+    return n * (_PER_GROWN_TASK + _PER_SEARCH_WORK * search_work) / max(int(threads), 1)
+
+
+def kaminpar_split_seconds(n: int, nnz: int, parts: int, preset: str = "fast", threads: int = 1,
+                           pair_rounds: int = PAIR_ROUNDS) -> float:
+    """Estimated seconds of one one-to-one KaMinPar split of a multisection
+    with slack (``_split``): the call (on the local order from
+    LOCAL_ORDER_MIN_TASKS tasks), the chains that restore the sizes and the
+    rounds of FM on pairs."""
+    call = partition_seconds(n, nnz, parts, "kaminpar", preset, threads)
+    if n >= LOCAL_ORDER_MIN_TASKS:
+        call *= LOCAL_ORDER_SPEEDUP
+    return call + balance_seconds(n) + pair_seconds(n, nnz, pair_rounds, threads)
+
+
 @dataclass(frozen=True)
 class _Setting:
     """What every sub-problem of one multisection needs besides its tasks:
@@ -122,6 +160,8 @@ class _Setting:
     deterministic: bool
     slack_by_distance: bool
     seed: int
+    pair_rounds: int
+    search_work: float
 
 
 def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
@@ -129,7 +169,8 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                      threads: int = 1, steiner: bool = False, tries: int = 1,
                      fast_below: float = 0.0, deterministic: bool = False,
                      slack_by_distance: bool = False, workers: int | None = None, levels: int | None = None,
-                     grow_below: int = 0, deadline: Deadline | None = None) -> np.ndarray:
+                     grow_below: int = 0, pair_rounds: int = PAIR_ROUNDS, search_work: float = GROWN_SEARCH_WORK,
+                     deadline: Deadline | None = None) -> np.ndarray:
     """``pe_of_task`` by hierarchical multisection of ``graph`` along
     ``topology`` (see the module docstring).  With ``tries`` > 1 every
     sub-problem is partitioned several times (further seeds; with
@@ -158,7 +199,14 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     greedy growing instead of a partitioner (``growing.py``), all of a
     level in one compiled call on ``threads`` threads: the thousands of
     small sub-problems under the top cuts of a large instance, where a
-    partitioner's call costs more than its split."""
+    partitioner's call costs more than its split; each grown split is
+    then improved by an iterated local search of ``search_work``
+    evaluations per task (``split_search.py``).  KaMinPar's one-to-one
+    splits are asked for ONE_TO_ONE_SLACK, restored to exact sizes by
+    chains of moves (``rebalance.py``) and their boundaries refined in
+    ``pair_rounds`` rounds of FM on matched pairs of blocks
+    (``pair_fm.py``); from LOCAL_ORDER_MIN_TASKS tasks KaMinPar's
+    multisection runs on the graph in a local order (``_in_local_order``)."""
     if backend not in BACKENDS + ("both",):
         raise ValueError(f"unknown partitioning backend {backend!r}; choose from {', '.join(BACKENDS + ('both',))}")
     if steiner and backend == "both":
@@ -174,8 +222,11 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
                        float(topology.node_distance[splits].max(initial=0.0)), one_to_one, eps, l_max,
                        float(w.sum()), backend, preset, int(threads), bool(steiner), int(grow_below) if one_to_one else 0,
                        int(tries), float(fast_below),
-                       bool(deterministic), bool(slack_by_distance), int(seed))
+                       bool(deterministic), bool(slack_by_distance), int(seed), int(pair_rounds), float(search_work))
     deadline = Deadline.of(deadline)
+    sym, order = graph.symmetric, None
+    if one_to_one and backend == "kaminpar" and n >= LOCAL_ORDER_MIN_TASKS:
+        sym, order = _in_local_order(sym)
     pe_of_task = np.full(n, -1, dtype=np.int64)
     frontier = [(topology.root, np.arange(n, dtype=np.int64))]
     workers = workers_option(workers)
@@ -184,19 +235,37 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     split = 0
     while frontier and not deadline.expired() and (not parallel or len(frontier) < SUBTREES_PER_WORKER * workers) \
             and (levels is None or split < levels):
-        frontier = _split_level(setting, graph.symmetric, w, frontier, pe_of_task, deadline)
+        frontier = _split_level(setting, sym, w, frontier, pe_of_task, deadline)
         split += 1
     if frontier and (deadline.expired() or levels is not None):
         _place_in_order(setting, w, frontier, pe_of_task)
     elif frontier:  # the independent subtrees, each multisected whole by a worker
-        jobs = [(node, graph.symmetric[tasks][:, tasks], w[tasks], deadline) for node, tasks in frontier]
+        jobs = [(node, sym[tasks][:, tasks], w[tasks], deadline) for node, tasks in frontier]
         with _worker_pool(workers, setting) as pool:
             with without_main():  # map submits every job, so starts every process, here
                 results = pool.map(_subtree_job, jobs, chunksize=1)
             for (_, tasks), (pe, cut) in zip(frontier, results):
                 pe_of_task[tasks] = pe
                 deadline.hit |= cut
+    if order is not None:  # back to the given task numbers
+        pe_of_task[order] = pe_of_task.copy()
     return pe_of_task
+
+
+def _in_local_order(sym):
+    """``sym`` renumbered in reverse Cuthill-McKee order (neighbours near in
+    memory) and the order (new task i is old task ``order[i]``).  On a
+    scrambled 2^20-task stencil the order and the copy took 0.7 s and saved
+    KaMinPar 1.1 of its 3.5 s on two threads, and the repair, the pairs'
+    FM and the growing after it run on neighbours that share cache lines."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    from ...graph import renumbered_rows
+
+    order = reverse_cuthill_mckee(sym, symmetric_mode=True).astype(np.int64)
+    indptr, indices, data, _ = renumbered_rows(sym.indptr, sym.indices, np.asarray(sym.data, dtype=np.float64), order)
+    return sp.csr_array((data, indices, indptr), shape=sym.shape), order
 
 
 PARALLEL_MIN_TASKS = 4096  # fewer tasks than this are multisected in this process, whatever ``workers``
@@ -258,7 +327,7 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
     level's (node, tasks); after the ``deadline`` the sub-problems not yet
     split are returned as they are."""
     s, topology = setting, setting.topology
-    below_next, grown = [], []
+    below_next, grown, counts_of = [], [], {}
     for node, tasks in frontier:
         if deadline.expired():
             below_next.append((node, tasks))
@@ -278,7 +347,10 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
         sub_seed = s.seed + node
         pes = topology.leaf_stop[children] - topology.leaf_start[children]
         if tasks.size <= s.grow_below:  # grown below, with the level's other small ones
-            grown.append((node, children, tasks, task_counts(tasks.size, pes)))
+            key = (tasks.size, pes.tobytes())  # thousands alike: their counts computed once
+            if key not in counts_of:
+                counts_of[key] = task_counts(tasks.size, pes)
+            grown.append((children, tasks, counts_of[key]))
             continue
         adj = sym if tasks.size == sym.shape[0] else sym[tasks][:, tasks]  # the whole graph: no copy
         ws = w[tasks]
@@ -299,10 +371,49 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
     if grown:
         from .growing import grow_split  # numba: loaded only where a level grows (the quick start never does)
 
-        blocks = grow_split(sym, [t for _, _, t, _ in grown], [c for _, _, _, c in grown], s.threads)
-        for (_, children, tasks, _), block in zip(grown, blocks):
-            _append_children(below_next, children, tasks, block)
+        blocks = grow_split(sym, [t for _, t, _ in grown], [c for _, _, c in grown], s.threads,
+                            search_work=s.search_work)
+        _settle_grown(s, [c for c, _, _ in grown], [t for _, t, _ in grown], blocks, pe_of_task, below_next)
     return below_next
+
+
+def _settle_grown(s: _Setting, children: list, tasks: list, blocks: list, pe_of_task: np.ndarray,
+                  below_next: list) -> None:
+    """The children of grown sub-problems (``children[i]``, ``tasks[i]``
+    split by ``blocks[i]``), at once: one-to-one, a child that is a leaf or
+    has only leaves below takes its PEs here, its tasks in order (as
+    ``_split_level`` would: at 2^20 tasks on 4:16:16384 its loop over the
+    262144 groups of 4 took a second); the others join the next level."""
+    topology = s.topology
+    task = np.concatenate(tasks)
+    child = _splitting_nodes(topology, np.concatenate([c[b] for c, b in zip(children, blocks)]))
+    order = np.argsort(child, kind="stable")
+    task, child = task[order], child[order]
+    starts = np.flatnonzero(np.r_[True, child[1:] != child[:-1]])
+    rank = np.arange(task.size) - np.repeat(starts, np.diff(np.r_[starts, task.size]))
+    height = s.height[child]
+    if s.one_to_one:
+        leaf = height == 0
+        pe_of_task[task[leaf]] = topology.leaf_start[child[leaf]]
+        above = height == 1
+        pe_of_task[task[above]] = topology.leaf_start[topology.child_idx[topology.child_ptr[child[above]]
+                                                                         + rank[above]]]
+        later = height[starts] > 1
+    else:
+        later = np.ones(starts.size, dtype=bool)
+    bounds = np.r_[starts, task.size]
+    for i in np.flatnonzero(later).tolist():
+        below_next.append((int(child[starts[i]]), task[bounds[i]:bounds[i + 1]]))
+
+
+def _splitting_nodes(topology: Topology, nodes: np.ndarray) -> np.ndarray:
+    """``Topology.splitting_node`` of every node of ``nodes``."""
+    nodes = nodes.copy()
+    while True:
+        single = topology.child_ptr[nodes + 1] - topology.child_ptr[nodes] == 1
+        if not single.any():
+            return nodes
+        nodes[single] = topology.child_idx[topology.child_ptr[nodes[single]]]
 
 
 def _append_children(below_next: list, children: np.ndarray, tasks: np.ndarray, block: np.ndarray) -> None:
@@ -354,8 +465,11 @@ def _split(s: _Setting, node: int, adj, ws: np.ndarray, pes: np.ndarray, sub_see
 
         raw = _grouped_partition(call, adj, ws, targets[live], capacity[live], sub_seed + t, deadline,
                                  (backend, preset, s.threads))
-        if sub_eps > 0 and s.one_to_one:  # asked with slack: the tasks too many move along chains of blocks
+        if sub_eps > 0 and s.one_to_one:  # asked with slack: the tasks too many move along chains of blocks,
             cand = balance_along_paths(adj, np.flatnonzero(live)[raw], targets, seed=sub_seed + t)
+            # then the boundaries of adjacent blocks are straightened under the exact sizes
+            cand = refine_pairs(adj, cand, targets.size, rounds=s.pair_rounds, seed=sub_seed + t, threads=s.threads,
+                                deadline=deadline)
         else:
             cand = repair_balance(adj, ws, np.flatnonzero(live)[raw], capacity)
         cut = _cut(adj, cand)
@@ -487,10 +601,12 @@ def _worker_pool(workers: int, setting: _Setting):
                           "deterministic=true: Mt-KaHyPar's repeatable presets, "
                           "workers=N: sub-problems of a level in N processes, same result (default: the cores), "
                           "levels=N: only the top N levels partitioned, the given order below, "
-                          "grow_below=N: sub-problems of at most N tasks split by greedy growing)")
+                          "grow_below=N: sub-problems of at most N tasks split by greedy growing, "
+                          "search_work=W: each grown split then improved by W swap evaluations per task, "
+                          "pair_rounds=R: KaMinPar's splits refined by R rounds of FM on pairs of blocks)")
 def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="eco", threads=1,
                  steiner=False, tries=1, fast_below=0.0, slack="lemma", deterministic=False, workers=None,
-                 levels=None, grow_below=0, deadline=None, **_):
+                 levels=None, grow_below=0, search_work=None, pair_rounds=None, deadline=None, **_):
     if str(slack) not in ("lemma", "distance"):
         raise ValueError(f"option slack={slack!r}: expected lemma or distance")
     return multisection_map(graph, topology, seed=seed, eps=eps, backend=str(backend),
@@ -499,5 +615,7 @@ def multisection(graph, topology, *, seed=0, eps=None, backend="kahip", preset="
                             slack_by_distance=str(slack) == "distance",
                             deterministic=str(deterministic).strip().lower() in ("1", "true", "yes", "on"),
                             workers=None if workers is None else int(workers), levels=None if levels is None else int(levels),
-                            grow_below=int(grow_below), deadline=deadline)
+                            grow_below=int(grow_below),
+                            search_work=GROWN_SEARCH_WORK if search_work is None else float(search_work),
+                            pair_rounds=PAIR_ROUNDS if pair_rounds is None else int(pair_rounds), deadline=deadline)
 

@@ -150,7 +150,6 @@ SMALL_LIMIT = 2.0      # a time or work limit up to this many seconds starts wit
 LARGE_TASKS = 1 << 15  # beyond this many tasks the parallel multisection (KaMinPar, growing) starts first
 GROW_BELOW = 512      # ... its sub-problems of at most this many tasks grown, not partitioned
 TOP_CUTS_SHARE = 0.8  # ... and where its top cuts would take more of the budget, growing along the tree
-_PER_GROWN_TASK = 2e-7  # growing: seconds per task (0.11 s for the 2^17 tasks of a stencil in 2048 nodes)
 
 
 def budget_of(graph, topology, time_limit: float | None) -> float:
@@ -173,13 +172,13 @@ def budget_of(graph, topology, time_limit: float | None) -> float:
 
 
 def _multisection_cost(graph, topology, backend: str, preset: str) -> float:
+    from ..construct.multisection import grown_seconds, kaminpar_split_seconds, local_order_seconds
     from ..construct.partition import partition_seconds
-    from ..construct.rebalance import balance_seconds
 
     nnz = graph.symmetric.nnz
-    if backend == "kaminpar":  # the top cut (and its repair): the levels below are grown (``large_start``)
-        return partition_seconds(graph.n, nnz, _top_parts(topology), backend, preset) + balance_seconds(graph.n) \
-            + graph.n * _PER_GROWN_TASK
+    if backend == "kaminpar":  # the top cut (its repair and FM): the levels below are grown (``large_start``)
+        return (local_order_seconds(graph.n, nnz) + kaminpar_split_seconds(graph.n, nnz, _top_parts(topology), preset)
+                + grown_seconds(graph.n))
     key = (backend, "fast" if backend == "mtkahypar" else preset)
     if dense_graph(graph):  # most edges are cut at the top: the levels below see few of them
         return _DENSE_BELOW_TOP * partition_seconds(graph.n, nnz, _top_parts(topology), *key)
@@ -257,24 +256,35 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
     At 2^20 on two cores under a 10 s limit the multisection is priced at
     0.77 of the budget; whole runs took 8.2-9.7 s at J 0.88-0.91 x the
     growing's."""
-    from ..construct.multisection import grow_seconds
-    from ..construct.partition import partition_seconds
-    from ..construct.rebalance import balance_seconds
+    from ..construct.multisection import (GROWN_SEARCH_WORK, PAIR_ROUNDS, grow_seconds, grown_seconds,
+                                          kaminpar_split_seconds, local_order_seconds)
 
-    cost, tasks, levels = 0.0, graph.n, _splitting_levels(topology)
-    for parts in levels:
-        if tasks <= GROW_BELOW:
-            cost += graph.n * _PER_GROWN_TASK
-            break
-        calls = -(-graph.n // tasks)  # the level's sub-problems, each a share of the graph
-        cost += calls * partition_seconds(tasks, -(-graph.symmetric.nnz // calls), parts, "kaminpar", "fast",
-                                          threads) + balance_seconds(graph.n)
-        tasks = -(-tasks // parts)
-    grown = grow_seconds(graph.n, graph.symmetric.nnz)
-    if budget is not None and cost > TOP_CUTS_SHARE * budget and grown < cost:
+    n, nnz = graph.n, graph.symmetric.nnz
+
+    def cuts(rounds: int) -> float:  # the local order and the top cuts, with ``rounds`` of FM after each
+        cost, tasks = local_order_seconds(n, nnz), n
+        for parts in _splitting_levels(topology):
+            if tasks <= GROW_BELOW:
+                break
+            calls = -(-n // tasks)  # the level's sub-problems, each a share of the graph
+            cost += calls * kaminpar_split_seconds(tasks, -(-nnz // calls), parts, "fast", threads, rounds)
+            tasks = -(-tasks // parts)
+        return cost
+
+    base = cuts(0) + grown_seconds(n, 0.0, threads)
+    grown = grow_seconds(n, nnz)
+    if budget is not None and base > TOP_CUTS_SHARE * budget and grown < base:
         return ("grow", {"seed": seed}, grown)
-    opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": threads, "grow_below": GROW_BELOW}
-    return ("multisection", opts, cost)
+    work, rounds = GROWN_SEARCH_WORK, PAIR_ROUNDS
+    if budget is not None:  # the searches take what the budget leaves, the splits' first (more J a second)
+        search = grown_seconds(n, GROWN_SEARCH_WORK, threads) - grown_seconds(n, 0.0, threads)
+        work = GROWN_SEARCH_WORK * min(max(budget - base, 0.0) / search, 1.0) if search > 0 else work
+        per_round = cuts(1) - cuts(0)
+        left = budget - base - grown_seconds(n, work, threads) + grown_seconds(n, 0.0, threads)
+        rounds = min(PAIR_ROUNDS, max(int(left // per_round), 0)) if per_round > 0 else rounds
+    opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": threads, "grow_below": GROW_BELOW,
+            "search_work": work, "pair_rounds": rounds}
+    return ("multisection", opts, cuts(rounds) + grown_seconds(n, work, threads))
 
 
 def _splitting_levels(topology) -> list[int]:
