@@ -96,20 +96,25 @@ def _large_job_starts() -> None:
 
 
 def _large_job_passes() -> None:
-    """The kernels only jobs of millions of pairs reach (the report's pass,
-    the symmetry check, the scan of a large graph file): called directly
-    on a small stencil."""
-    from ..cost import _rows
+    """The kernels only jobs of millions of pairs reach (the report's pass
+    and its link loads, the symmetry check, the scan of a large graph
+    file): called directly on a small stencil."""
+    from ..cost import _rows, _uniform_breakdown, _uniform_levels
     from ..cost_kernel import row_costs, uniform_pass
     from ..formats.columns import SEPARATORS, _scan_plain, _table
     from ..formats.columns_kernel import scan_digits
     from ..graph_kernel import rows_symmetric
+    from ..topology.hierarchy import topology_from_strings
 
     uniform_pass(*_rows(grid(16, 16)), np.arange(256), np.array([256, 64, 4, 1]), np.zeros((256, 3)),
                  np.zeros(256), 0, 256)
     row_costs(*_rows(grid(16, 16)), np.arange(256), np.array([256, 64, 4]), np.array([100.0, 10.0, 1.0]),
               np.empty(256), 0, 256)
     rows_symmetric(*_rows(grid(16, 16)), 0, 256)
+    machine = topology_from_strings("4:16:4", "1:10:100")
+    sizes, dists = _uniform_levels(machine)  # the report's link loads per group (``group_loads``)
+    _uniform_breakdown(grid(16, 16), machine, np.arange(256), np.append(sizes, 1), np.append(dists, 0.0),
+                       machine.level_node_ids())
     _scan_plain(scan_digits, b"2 3\n1\n", _table(SEPARATORS), np.int64)
 
 

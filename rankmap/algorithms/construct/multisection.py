@@ -102,14 +102,15 @@ def _cut(adj, block: np.ndarray) -> float:
 
 
 GROWN_SEARCH_WORK = 300.0  # swap evaluations per task of the search after growing (2^20-task stencil on
-                           # 4:16:16384: 300 took J 8.06e7 -> 7.94e7, 1000 to 7.88e7 at 3.4 times the time)
+                           # 4:16:16384: 150 took J 8.06e7 -> 7.92e7, 300 to 7.89e7 in 1.2 s on two threads)
 PAIR_ROUNDS = 3            # rounds of FM on matched pairs after a KaMinPar split (``pair_fm.ROUNDS``)
 LOCAL_ORDER_MIN_TASKS = 1 << 16  # from this many tasks KaMinPar's multisection runs on the graph in a local order
 # seconds, one core: the local order per task and adjacency entry (2^20-task stencil 0.84 s), the growing per
-# task, and the search per task and unit of work (2^17 and 2^20 tasks into 4:16:n/64 at 300: 1.7e-6 s per task)
+# task, and the search per task and unit of work (the nodes of 2^17- and 2^20-task stencils into 16 x 4: growing
+# 2.8-4.1e-7 s per task, with the search at 300 2.35-2.44e-6 s; two threads 1.5-1.9 x faster)
 _PER_ORDERED_ENTRY = 1.6e-7
-_PER_GROWN_TASK = 2e-7
-_PER_SEARCH_WORK = 5e-9
+_PER_GROWN_TASK = 4e-7
+_PER_SEARCH_WORK = 7e-9
 # KaMinPar on a graph in the local order, against the price of its scrambled ids (fast, one thread: 2^17 tasks
 # 0.50 s against 0.57, 2^20 4.2 s against 5.8)
 LOCAL_ORDER_SPEEDUP = 0.7

@@ -80,7 +80,7 @@ def _swap(ptr, nbr, wt, mine, conn, members, slot, a, c):
 
 
 @njit(cache=True, nogil=True)
-def _descend(ptr, nbr, wt, k, mine, conn, members, slot, fill, log, n_log, seen, stamp):
+def _descend(ptr, nbr, wt, k, mine, conn, members, slot, fill, log, n_log, seen, stamp, to_a):
     """Swaps until none gains: each task in turn with its best partner in
     the children it has traffic to (each child once: ``seen`` holds the
     ``stamp`` of the task that last looked at it), passes over all tasks
@@ -98,16 +98,21 @@ def _descend(ptr, nbr, wt, k, mine, conn, members, slot, fill, log, n_log, seen,
             stamp[0] += 1
             best, best_gain = -1, 1e-9
             for e in range(ptr[a], ptr[a + 1]):
+                to_a[nbr[e]] += wt[e]
+            for e in range(ptr[a], ptr[a + 1]):
                 big_c = mine[nbr[e]]
                 if big_c == big_a or seen[big_c] == stamp[0]:
                     continue
                 seen[big_c] = stamp[0]
+                out = conn[a, big_c] - conn[a, big_a]  # _gain, with a's side and its traffic to c at hand
                 for s in range(fill[big_c]):
                     c = members[big_c, s]
-                    g = _gain(ptr, nbr, wt, mine, conn, a, c)
+                    g = out + conn[c, big_a] - conn[c, big_c] - 2.0 * to_a[c]
                     evaluations += 1
                     if g > best_gain:
                         best, best_gain = c, g
+            for e in range(ptr[a], ptr[a + 1]):
+                to_a[nbr[e]] = 0.0
             if best >= 0 and n_log < log.shape[0]:
                 _swap(ptr, nbr, wt, mine, conn, members, slot, a, best)
                 n_log = _logged(log, n_log, a, best)
@@ -140,9 +145,10 @@ def improve_split(ptr, nbr, wt, k, mine, m, max_work, seed):
     slot = np.empty(k, dtype=np.int64)
     _rebuild(ptr, nbr, wt, k, mine, conn, members, slot, fill)
     seen, stamp = np.full(m, -1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    to_a = np.zeros(k)  # the traffic of the task being looked at to each task
     log = np.empty((4 * k, 2), dtype=np.int64)  # a round's swaps, undone in reverse when it is not kept
     removed, work, _ = _descend(ptr, nbr, wt, k, mine, conn, members, slot, fill, log, -(1 << 62), seen,
-                                stamp)  # the first descent is never undone: not logged
+                                stamp, to_a)  # the first descent is never undone: not logged
     work += k * m
     state = np.array([np.uint64(seed)], dtype=np.uint64)
     total, kept = removed, removed  # the cut removed now, and by the best split
@@ -159,7 +165,7 @@ def improve_split(ptr, nbr, wt, k, mine, m, max_work, seed):
                 _swap(ptr, nbr, wt, mine, conn, members, slot, a, c)
                 n_log = _logged(log, n_log, a, c)
         removed, evaluations, n_log = _descend(ptr, nbr, wt, k, mine, conn, members, slot, fill, log, n_log, seen,
-                                               stamp)
+                                               stamp, to_a)
         total += removed
         work += evaluations + n_log + kick  # the kick's draws count: no task may have a partner
         if total >= kept - 1e-9:  # not worse: kept (a plateau is walked)

@@ -244,18 +244,18 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
                 budget: float | None = None) -> tuple[str, dict, float]:
     """auto's first start beyond LARGE_TASKS tasks, with its estimated
     seconds: the parallel multisection, KaMinPar fast on ``threads``
-    threads for the large sub-problems (the top cuts), greedy growing for
-    those of at most GROW_BELOW tasks (``construct/growing.py``), every
-    level's at once.  On a scrambled 2^17-task stencil onto 4:16:2048 it
-    took 0.6-0.9 s (two threads) where KaHIP eco's multisection took 21 s,
-    at J 0.99-1.0 x its J (``docs/results/scale.md``).  Where the top cuts
-    and their repair (``rebalance.py``) would take more than TOP_CUTS_SHARE
-    of ``budget`` (KaMinPar's time grows faster than the graph: 2^24 tasks
-    into 262144 nodes took 389 s on one thread), the start is greedy
-    growing along the tree alone (``tree_growing.grow``, compiled passes).
-    At 2^20 on two cores under a 10 s limit the multisection is priced at
-    0.77 of the budget; whole runs took 8.2-9.7 s at J 0.88-0.91 x the
-    growing's."""
+    threads for the large sub-problems (the top cuts, each followed by the
+    chains of ``rebalance.py`` and FM on pairs of blocks), greedy growing
+    and a search of each split for those of at most GROW_BELOW tasks
+    (``construct/growing.py``), every level's at once
+    (``docs/results/scale.md``).  Where the top cuts and the plain growing
+    would take more than TOP_CUTS_SHARE of ``budget`` (KaMinPar's time
+    grows faster than the graph: 2^24 tasks into 262144 nodes took 389 s
+    on one thread), the start is greedy growing along the tree alone
+    (``tree_growing.grow``, compiled passes).  Otherwise the searches get
+    what the budget leaves, up to their defaults: first the grown splits'
+    (GROWN_SEARCH_WORK; 1.2 s of it lowered J 2 % at 2^20), then rounds of
+    FM beyond the first (PAIR_ROUNDS; three rounds 0.5 %)."""
     from ..construct.multisection import (GROWN_SEARCH_WORK, PAIR_ROUNDS, grow_seconds, grown_seconds,
                                           kaminpar_split_seconds, local_order_seconds)
 
@@ -271,7 +271,7 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
             tasks = -(-tasks // parts)
         return cost
 
-    base = cuts(0) + grown_seconds(n, 0.0, threads)
+    base = cuts(1) + grown_seconds(n, 0.0, threads)  # a round of FM after each cut is part of it
     grown = grow_seconds(n, nnz)
     if budget is not None and base > TOP_CUTS_SHARE * budget and grown < base:
         return ("grow", {"seed": seed}, grown)
@@ -279,9 +279,9 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
     if budget is not None:  # the searches take what the budget leaves, the splits' first (more J a second)
         search = grown_seconds(n, GROWN_SEARCH_WORK, threads) - grown_seconds(n, 0.0, threads)
         work = GROWN_SEARCH_WORK * min(max(budget - base, 0.0) / search, 1.0) if search > 0 else work
-        per_round = cuts(1) - cuts(0)
+        per_round = cuts(2) - cuts(1)
         left = budget - base - grown_seconds(n, work, threads) + grown_seconds(n, 0.0, threads)
-        rounds = min(PAIR_ROUNDS, max(int(left // per_round), 0)) if per_round > 0 else rounds
+        rounds = min(PAIR_ROUNDS, 1 + max(int(left // per_round), 0)) if per_round > 0 else rounds
     opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": threads, "grow_below": GROW_BELOW,
             "search_work": work, "pair_rounds": rounds}
     return ("multisection", opts, cuts(rounds) + grown_seconds(n, work, threads))
