@@ -373,9 +373,20 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
         from .growing import grow_split  # numba: loaded only where a level grows (the quick start never does)
 
         blocks = grow_split(sym, [t for _, t, _ in grown], [c for _, _, c in grown], s.threads,
-                            search_work=s.search_work)
+                            search_work=_search_work_allowed(s, sum(t.size for _, t, _ in grown), deadline))
         _settle_grown(s, [c for c, _, _ in grown], [t for _, t, _ in grown], blocks, pe_of_task, below_next)
     return below_next
+
+
+def _search_work_allowed(s: _Setting, n: int, deadline: Deadline) -> float:
+    """The grown splits' search work per task for ``n`` tasks: the setting's,
+    or where the deadline does not allow its price (a slow step before it),
+    as much as the time left pays for after the growing itself (a cut)."""
+    if deadline.allows(grown_seconds(n, s.search_work, s.threads)):
+        return s.search_work
+    per_work = grown_seconds(n, 1.0, s.threads) - grown_seconds(n, 0.0, s.threads)
+    left = deadline.remaining() - grown_seconds(n, 0.0, s.threads)
+    return float(min(max(left / per_work, 0.0), s.search_work)) if per_work > 0 else 0.0
 
 
 def _settle_grown(s: _Setting, children: list, tasks: list, blocks: list, pe_of_task: np.ndarray,

@@ -69,7 +69,7 @@ def refine_pairs(adj, block, k: int, *, rounds: int = ROUNDS, seed: int = 0, thr
     boundaries of matched pairs of adjacent blocks improved by two-way FM
     in up to ``rounds`` rounds (module docstring); every block keeps its
     size.  A new array; the result does not depend on ``threads``; a round
-    starts only before the ``deadline``."""
+    starts only where the ``deadline`` allows its price."""
     deadline = Deadline.of(deadline)
     from .pair_fm_kernel import refine_matched  # numba: imported where a split is refined
 
@@ -86,7 +86,7 @@ def refine_pairs(adj, block, k: int, *, rounds: int = ROUNDS, seed: int = 0, thr
     member_ptr = np.zeros(k + 1, dtype=np.int64)
     np.cumsum(sizes, out=member_ptr[1:])
     for _ in range(rounds):
-        if deadline.expired():
+        if deadline.expired() or not deadline.allows(pair_seconds(adj.shape[0], adj.nnz, 1, threads)):
             break
         first, second = _matching(rows, indices, w, local, k, rng)
         if first.size == 0:

@@ -253,9 +253,9 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
     grows faster than the graph: 2^24 tasks into 262144 nodes took 389 s
     on one thread), the start is greedy growing along the tree alone
     (``tree_growing.grow``, compiled passes).  Otherwise the searches get
-    what the budget leaves, up to their defaults: first the grown splits'
-    (GROWN_SEARCH_WORK; 1.2 s of it lowered J 2 % at 2^20), then rounds of
-    FM beyond the first (PAIR_ROUNDS; three rounds 0.5 %)."""
+    what the budget leaves, up to their defaults: a first round of FM, the
+    grown splits' search (GROWN_SEARCH_WORK; 1.2 s of it lowered J 2 % at
+    2^20), further rounds (PAIR_ROUNDS; three rounds 0.5 %)."""
     from ..construct.multisection import (GROWN_SEARCH_WORK, PAIR_ROUNDS, grow_seconds, grown_seconds,
                                           kaminpar_split_seconds, local_order_seconds)
 
@@ -271,17 +271,21 @@ def large_start(graph, topology, seed: int = 0, threads: int = 1,
             tasks = -(-tasks // parts)
         return cost
 
-    base = cuts(1) + grown_seconds(n, 0.0, threads)  # a round of FM after each cut is part of it
+    base = cuts(0) + grown_seconds(n, 0.0, threads)
     grown = grow_seconds(n, nnz)
     if budget is not None and base > TOP_CUTS_SHARE * budget and grown < base:
         return ("grow", {"seed": seed}, grown)
     work, rounds = GROWN_SEARCH_WORK, PAIR_ROUNDS
-    if budget is not None:  # the searches take what the budget leaves, the splits' first (more J a second)
+    if budget is not None:  # the searches take what the budget leaves, in the order of their J a second:
+        left = budget - base  # a first round of FM, the grown splits' search, further rounds
+        per_round = cuts(1) - cuts(0)
+        rounds = 1 if left >= per_round else 0
         search = grown_seconds(n, GROWN_SEARCH_WORK, threads) - grown_seconds(n, 0.0, threads)
-        work = GROWN_SEARCH_WORK * min(max(budget - base, 0.0) / search, 1.0) if search > 0 else work
-        per_round = cuts(2) - cuts(1)
-        left = budget - base - grown_seconds(n, work, threads) + grown_seconds(n, 0.0, threads)
-        rounds = min(PAIR_ROUNDS, 1 + max(int(left // per_round), 0)) if per_round > 0 else rounds
+        left -= rounds * per_round
+        work = GROWN_SEARCH_WORK * min(max(left, 0.0) / search, 1.0) if search > 0 else work
+        left -= grown_seconds(n, work, threads) - grown_seconds(n, 0.0, threads)
+        if rounds and per_round > 0:
+            rounds = min(PAIR_ROUNDS, 1 + max(int(left // per_round), 0))
     opts = {"preset": "fast", "backend": "kaminpar", "seed": seed, "threads": threads, "grow_below": GROW_BELOW,
             "search_work": work, "pair_rounds": rounds}
     return ("multisection", opts, cuts(rounds) + grown_seconds(n, work, threads))
