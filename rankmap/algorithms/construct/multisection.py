@@ -256,8 +256,8 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
 def _in_local_order(sym):
     """``sym`` renumbered in reverse Cuthill-McKee order (neighbours near in
     memory) and the order (new task i is old task ``order[i]``).  On a
-    scrambled 2^20-task stencil the order and the copy took 0.7 s and saved
-    KaMinPar 1.1 of its 3.5 s on two threads, and the repair, the pairs'
+    scrambled 2^20-task stencil the order and the copy took 0.8 s and saved
+    KaMinPar 1.2 of its 3.5 s on two threads, and the repair, the pairs'
     FM and the growing after it run on neighbours that share cache lines."""
     import scipy.sparse as sp
     from scipy.sparse.csgraph import reverse_cuthill_mckee
@@ -392,10 +392,10 @@ def _search_work_allowed(s: _Setting, n: int, deadline: Deadline) -> float:
 def _settle_grown(s: _Setting, children: list, tasks: list, blocks: list, pe_of_task: np.ndarray,
                   below_next: list) -> None:
     """The children of grown sub-problems (``children[i]``, ``tasks[i]``
-    split by ``blocks[i]``), at once: one-to-one, a child that is a leaf or
-    has only leaves below takes its PEs here, its tasks in order (as
-    ``_split_level`` would: at 2^20 tasks on 4:16:16384 its loop over the
-    262144 groups of 4 took a second); the others join the next level."""
+    split by ``blocks[i]``; growing is one-to-one), at once: a child that is
+    a leaf or has only leaves below takes its PEs here, its tasks in order
+    (as ``_split_level`` would: at 2^20 tasks on 4:16:16384 its loop over
+    the 262144 groups of 4 took a second); the others join the next level."""
     topology = s.topology
     task = np.concatenate(tasks)
     child = _splitting_nodes(topology, np.concatenate([c[b] for c, b in zip(children, blocks)]))
@@ -404,17 +404,12 @@ def _settle_grown(s: _Setting, children: list, tasks: list, blocks: list, pe_of_
     starts = np.flatnonzero(np.r_[True, child[1:] != child[:-1]])
     rank = np.arange(task.size) - np.repeat(starts, np.diff(np.r_[starts, task.size]))
     height = s.height[child]
-    if s.one_to_one:
-        leaf = height == 0
-        pe_of_task[task[leaf]] = topology.leaf_start[child[leaf]]
-        above = height == 1
-        pe_of_task[task[above]] = topology.leaf_start[topology.child_idx[topology.child_ptr[child[above]]
-                                                                         + rank[above]]]
-        later = height[starts] > 1
-    else:
-        later = np.ones(starts.size, dtype=bool)
+    leaf = height == 0
+    pe_of_task[task[leaf]] = topology.leaf_start[child[leaf]]
+    above = height == 1
+    pe_of_task[task[above]] = topology.leaf_start[topology.child_idx[topology.child_ptr[child[above]] + rank[above]]]
     bounds = np.r_[starts, task.size]
-    for i in np.flatnonzero(later).tolist():
+    for i in np.flatnonzero(height[starts] > 1).tolist():
         below_next.append((int(child[starts[i]]), task[bounds[i]:bounds[i + 1]]))
 
 
