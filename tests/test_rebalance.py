@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
+from rankmap.algorithms.construct import rebalance
 from rankmap.algorithms.construct.rebalance import balance_along_paths
 from tests.quality_instances import grid_graph
 
@@ -37,6 +39,36 @@ def test_a_chain_through_a_full_block_restores_the_cut():
     assert np.bincount(fixed, minlength=4).tolist() == [16, 16, 16, 16]
     assert _cut(adj, fixed) == best
     assert np.array_equal(fixed, block)
+
+
+def test_chains_are_found_back_from_the_rooms_where_the_searches_stop_short(monkeypatch):
+    """The same chain when each block's own search expands only its block:
+    the search back from the block with room finds it; without that search
+    the task too many moves whole and cuts more."""
+    adj, block = _grid(8, 8), _quadrants()
+    moved = block.copy()
+    moved[1 * 8 + 4], moved[4 * 8 + 6] = 0, 1
+    monkeypatch.setattr(rebalance, "MAX_EXPAND", 1)
+    assert np.array_equal(balance_along_paths(adj, moved, np.full(4, 16)), block)
+    monkeypatch.setattr(rebalance, "LEFTOVER_WORK", 0.0)
+    whole = balance_along_paths(adj, moved, np.full(4, 16))
+    assert np.bincount(whole, minlength=4).tolist() == [16] * 4
+    assert _cut(adj, whole) > _cut(adj, block)
+
+
+def test_an_empty_block_is_planted_next_to_the_tasks_too_many(monkeypatch):
+    """A 4 x 12 grid: block 0 holds 32 tasks (columns 0-7), block 1 16, the
+    empty block 2 none, so no chain reaches it.  One task planted in it,
+    the rest of the 16 follow along chains and it grows as one piece; moved
+    whole they scatter over block 0's corners and cut more."""
+    adj = _grid(4, 12)
+    block = (np.arange(48) % 12 >= 8).astype(np.int64)
+    fixed = balance_along_paths(adj, block, np.full(3, 16))
+    assert np.bincount(fixed).tolist() == [16, 16, 16]
+    assert connected_components(adj[fixed == 2][:, fixed == 2], directed=False)[0] == 1
+    monkeypatch.setattr(rebalance, "LEFTOVER_WORK", 0.0)
+    whole = balance_along_paths(adj, block, np.full(3, 16))
+    assert _cut(adj, fixed) < _cut(adj, whole)
 
 
 def test_balanced_input_comes_back_unchanged_and_impossible_capacities_are_refused():

@@ -14,9 +14,16 @@ For every task too many, Dijkstra over the blocks from its block finds the
 cheapest chain to a block with room: a step costs the cut weight that the
 best move of a task into that neighbour adds (none where it lowers the cut)
 plus HOP mean edge weights, so that of chains that cut alike the shorter
-wins.  A search expands at most MAX_EXPAND blocks; one that has found no
-block with room by then leaves its task to the end, which moves the task of
-its block that loses least to any block with room.  The blocks take their
+wins.  A search expands at most MAX_EXPAND blocks; the tasks whose searches
+found no block with room by then (KaMinPar leaves a few blocks nearly empty,
+far from the blocks too full) go along chains found back from all rooms at
+once: one Dijkstra from every block with room gives each block its cheapest
+chain to one, and only the blocks whose chains end in a room that filled, or
+take a step that no longer exists, search again.  An empty block no chain
+reaches is planted: the task that loses least of a block no room is reached
+from moves into it, which then grows there.  These searches stop after
+LEFTOVER_WORK blocks per task; what is still too many then moves whole (the
+task that loses least, to any block with room).  The blocks take their
 turns in a seeded random order (in KaMinPar's numbering, which is spatial,
 the searches expanded twice as many blocks: the first blocks of a region
 used up its room).  The tasks are renumbered block by block, and a block's
@@ -32,9 +39,10 @@ from ...graph import renumbered_rows
 MAX_EXPAND = 512   # blocks one search expands before it takes the cheapest chain it has found
 HOP = 0.1          # a step's own cost, in mean edge weights
 KNOWN_WIDTH = 16   # a block's moves are kept between searches where it has at most this many neighbours
-# seconds per task (2-D stencils into blocks of 64 from KaMinPar allowed 65, one core: 2^17 tasks 0.07 s,
-# 2^20 1.1-1.2 s, the larger graph's tasks farther apart in memory and its searches longer)
-_PER_TASK = 1.1e-6
+LEFTOVER_WORK = 1.0  # blocks the searches back from the rooms may visit, per task (about 0.7 us each)
+# seconds per task (2-D stencils into blocks of 64 from KaMinPar allowed 65, one core: 2^17 tasks 0.1 s,
+# 2^20 in reverse Cuthill-McKee order 0.9-2.6 s, the larger graph's searches longer, its leftovers more)
+_PER_TASK = 1.45e-6
 
 
 def balance_seconds(n: int) -> float:
@@ -62,6 +70,7 @@ def balance_along_paths(adj, block: np.ndarray, capacity: np.ndarray, seed: int 
     local = block[task]
     from .rebalance_kernel import move_along_chains  # numba: imported where a repair is needed
 
-    move_along_chains(indptr, indices, data, local, capacity, order, hop, MAX_EXPAND, KNOWN_WIDTH)
+    move_along_chains(indptr, indices, data, local, capacity, order, hop, MAX_EXPAND, KNOWN_WIDTH,
+                      int(LEFTOVER_WORK * block.size))
     block[task] = local
     return block
