@@ -41,7 +41,7 @@ HOP = 0.1          # a step's own cost, in mean edge weights
 KNOWN_WIDTH = 16   # a block's moves are kept between searches where it has at most this many neighbours
 LEFTOVER_WORK = 1.0  # blocks the searches back from the rooms may visit, per task (about 0.7 us each)
 # seconds per task (2-D stencils into blocks of 64 from KaMinPar allowed 65, one core: 2^17 tasks 0.1 s,
-# 2^20 in reverse Cuthill-McKee order 0.9-2.6 s, the larger graph's searches longer, its leftovers more)
+# 2^20 in reverse Cuthill-McKee order 1.2-2.8 s, the larger graph's searches longer, its leftovers more)
 _PER_TASK = 1.45e-6
 
 
