@@ -19,9 +19,9 @@ found no block with room by then (KaMinPar leaves a few blocks nearly empty,
 far from the blocks too full) go along chains found back from all rooms at
 once: one Dijkstra from every block with room gives each block its cheapest
 chain to one, and only the blocks whose chains end in a room that filled, or
-take a step that no longer exists, search again.  An empty block no chain
-reaches is planted: the task that loses least of a block no room is reached
-from moves into it, which then grows there.  These searches stop after
+take a step that no longer exists, search again.  An empty block, which no
+chain reaches, is planted: the task that loses least of a block that reaches
+no room moves into it, and the block grows there.  These searches stop after
 LEFTOVER_WORK blocks per task; what is still too many then moves whole (the
 task that loses least, to any block with room).  The blocks take their
 turns in a seeded random order (in KaMinPar's numbering, which is spatial,
