@@ -60,9 +60,10 @@ def test_map_writes_every_launch_format(capsys, data_dir, tmp_path):
     order = [int(x) for line in outs["mpich"] if not line.startswith("#")
              for x in line.rstrip(",").split(",")]
     assert [pe[r] for r in order] == list(range(64))
-    # hydra machinefile: host:count runs in rank order
-    hosts = [h for line in outs["hydra"] for h in [line.split(":")[0]] * int(line.split(":")[1])]
-    assert hosts == [topo.pe_host[p] for p in pe]
+    # hydra machinefile: each host once, -rankmap beside it places the ranks (or host:count runs)
+    from rankmap.formats.launch_files import read_launch_file
+
+    assert read_launch_file(tmp_path / "hydra", 64).host == [topo.pe_host[p] for p in pe]
     # Open MPI rankfile: rank r=host slot=s with s the PE's index in its host
     for r, line in enumerate(outs["openmpi"]):
         assert line == f"rank {r}={topo.pe_host[pe[r]]} slot={pe[r] % 16}"

@@ -177,11 +177,16 @@ def test_map_with_hosts_writes_all_formats(tmp_path, capsys):
                  "--distances", "1:10", "--method", "greedy", "--as", "all", "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == [
-        "MPICH_RANK_ORDER", "bindings", "machinefile", "mapping.txt", "rankfile", "slurm.hostfile"]
+        "MPICH_RANK_ORDER", "bindings", "machinefile", "machinefile.rankmap", "mapping.txt", "rankfile",
+        "slurm.hostfile"]
     hosts = (out / "slurm.hostfile").read_text().split()
     assert len(hosts) == 64 and sorted(set(hosts)) == ["cn01", "cn02", "cn03", "cn04"]
     assert all(hosts.count(h) == 16 for h in set(hosts))
-    assert f"mpiexec -f {out / 'machinefile'} -n 64 {BIND} {out / 'bindings'} -- PROGRAM" in text
+    # the hosts' ranks interleave: each host once in the machinefile, -rankmap places the ranks
+    lines = (out / "machinefile").read_text().splitlines()
+    assert lines[0].startswith("#") and sorted(lines[1:]) == [f"cn0{k}:16" for k in range(1, 5)]
+    assert (f"mpiexec -f {out / 'machinefile'} -rankmap \"$(cat {out / 'machinefile.rankmap'})\" -n 64 "
+            f"{BIND} {out / 'bindings'} -- PROGRAM") in text
     ranks = [line.split()[1] for line in (out / "rankfile").read_text().splitlines()]
     assert ranks == [f"{r}=cn0{1 + hosts_index}" for r, hosts_index in
                      enumerate(["cn01", "cn02", "cn03", "cn04"].index(h) for h in hosts)]
@@ -194,9 +199,11 @@ def test_map_json_names_the_files_and_commands(tmp_path, capsys):
     assert main(["map", str(TRAFFIC), "--hosts", "cn[01-04]", "--hierarchy", "16", "--method",
                  "greedy", "-o", str(out), "--as", "hydra", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["launch_files"] == {"hydra": str(out), "bind": f"{out}.bindings"}
-    assert report["relaunch"] == [
-        f"mpiexec -f {out} -n 64 {BIND} {out}.bindings -- PROGRAM    # MPICH (hydra)"]
+    assert report["launch_files"] == {"hydra": str(out), "hydra_rankmap": f"{out}.rankmap",
+                                      "bind": f"{out}.bindings"}
+    assert report["relaunch"] == [f'mpiexec -f {out} -rankmap "$(cat {out}.rankmap)" -n 64 {BIND} '
+                                  f"{out}.bindings -- PROGRAM    # MPICH (hydra)"]
+    assert report["hydra_note"] is None and report["hydra_swaps"] == 0
 
 
 def test_map_with_hostfile_and_slurm_environment(tmp_path, capsys, monkeypatch):
@@ -207,7 +214,8 @@ def test_map_with_hostfile_and_slurm_environment(tmp_path, capsys, monkeypatch):
     assert main(["map", str(TRAFFIC), "--hostfile", str(SLURM / "mpich.hosts"), "--hierarchy", "16",
                  "--method", "greedy", "-o", str(out), "--as", "hydra", "--eps", "0.03"]) == 0
     assert "64 tasks" in capsys.readouterr().out  # 4 slots: many tasks per slot, as asked
-    assert {line.split(":")[0] for line in out.read_text().split()} == {"cn01", "cn02"}
+    lines = [line for line in out.read_text().splitlines() if not line.startswith("#")]
+    assert {line.split(":")[0] for line in lines} == {"cn01", "cn02"}
     monkeypatch.setenv("SLURM_JOB_NODELIST", "tux[0-3]")
     monkeypatch.setenv("SLURM_TASKS_PER_NODE", "16(x4)")
     assert main(["map", str(TRAFFIC), "--method", "greedy", "-o", str(out), "--as", "slurm"]) == 0

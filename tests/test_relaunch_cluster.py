@@ -114,7 +114,7 @@ def test_profile_map_relaunch_on_named_hosts_and_cores(tmp_path):
             line = shlex.split(v4.split("#", 1)[0])
             program_at = line.index("--") + 1
             prefix, env = cluster.mpirun(mpirun)
-            out = _run(prefix + ["--oversubscribe", *line[1:program_at], sys.executable, "-c", OMPI_REPORT],
+            out = _run(prefix + [*line[1:program_at], sys.executable, "-c", OMPI_REPORT],
                        cwd=tmp_path, env=env)
             rows = sorted(json.loads(x[6:]) for x in out.splitlines() if x.startswith("PLACE "))
             assert [(h, cpus) for _, h, cpus in rows] == _bound(launch / "bindings")
@@ -159,14 +159,25 @@ def test_named_hosts_spec_and_topology_file(tmp_path):
             ClusterSpec(nodes=4, names=names)
 
 
-def test_cluster_run_says_when_mpiexec_is_not_hydra(tmp_path):
-    from rankmap.emulate import ClusterError, check_hydra
+def test_cluster_run_finds_the_launcher_of_the_programs_mpi(tmp_path, monkeypatch):
+    """A launch line's options, else its launcher's answer to --version,
+    say which MPI runs it; each MPI's launcher is found by asking."""
+    from rankmap.emulate.launchers import find_launcher, launcher_mpi, line_mpi
 
-    fake = tmp_path / "mpiexec"
-    fake.write_text("#!/bin/sh\necho 'mpiexec (OpenRTE) 4.1.4'\n")
-    fake.chmod(0o755)
-    with pytest.raises(ClusterError, match=r"is not MPICH's hydra \(mpiexec \(OpenRTE\) 4.1.4\)"):
-        check_hydra(str(fake))
+    ompi = tmp_path / "ompi" / "mpirun"
+    ompi.parent.mkdir()
+    ompi.write_text("#!/bin/sh\necho 'mpirun (Open MPI) 4.1.4'\n")
+    other = tmp_path / "other" / "mpiexec"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\necho 'mpiexec from somewhere else'\n")
+    for f in (ompi, other):
+        f.chmod(0o755)
+    assert launcher_mpi(str(ompi)) == "openmpi" and launcher_mpi(str(other)) is None
+    assert line_mpi(["mpirun", "-n", "4", "--rankfile", "rf", "./a"]) == "openmpi"
+    assert line_mpi(["mpiexec", "-f", "mf", "-n", "4", "./a"]) == "mpich"
+    assert line_mpi(["mpiexec", "-n", "4", "./a", "--", "--rankfile"]) is None
+    monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{ompi.parent}")
+    assert find_launcher("openmpi") == str(ompi)
     from rankmap.emulate.cluster import default_mpiexec
 
-    check_hydra(default_mpiexec())   # the mpich wheel's mpiexec is hydra
+    assert launcher_mpi(default_mpiexec()) == "mpich"  # the mpich wheel's mpiexec is hydra

@@ -84,6 +84,20 @@ def _named_command(argv: list[str]) -> str | None:
     return None
 
 
+#: where a command that takes a program puts the words after the first ``--``, verbatim (argparse
+#: would drop every later ``--``, and the relaunch lines rankmap prints hold one of their own)
+TAIL_DEST = "program"
+
+
+def _verbatim_tail(command: str | None, argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``argv`` up to the first ``--`` and the words after it, for a command
+    whose module says ``TAKES_PROGRAM``; else ``argv`` whole and None."""
+    if command is None or "--" not in argv or not getattr(command_modules([command])[0], "TAKES_PROGRAM", False):
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
 def console() -> None:
     """The ``rankmap`` program: ``main``, then out without tearing the
     interpreter down.  Freeing every object of numba, LLVM and the search
@@ -115,8 +129,12 @@ def main(argv=None) -> int:
         start = process_start()
         started = started if start is None else start
         argv = sys.argv[1:]
-    parser = build_parser(_named_command(argv))
+    command = _named_command(argv)
+    parser = build_parser(command)
+    argv, tail = _verbatim_tail(command, argv)
     args = parser.parse_args(argv)
+    if tail is not None:
+        setattr(args, TAIL_DEST, getattr(args, TAIL_DEST, []) + tail)
     args.started = started
     if not getattr(args, "_run", None):
         parser.print_help()

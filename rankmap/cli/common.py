@@ -342,17 +342,29 @@ def recorded_program(path: str | None) -> str:
     return program_of(trace.meta.get("argv") if trace is not None else None)
 
 
-def print_relaunch(written: dict, n_ranks: int, program: str) -> None:
-    """Name each launch file written and the commands that relaunch with it."""
+def print_relaunch(written: dict, n_ranks: int, program: str, notes: dict | None = None) -> None:
+    """Name each launch file written, the commands that relaunch with it
+    and what a launcher's user must know (``launch_notes``)."""
     from ..formats.relaunch import relaunch_lines
 
     for kind, path in written.items():
-        print(f"wrote {kind:8s} {path}")
+        print(f"wrote {kind.split('_')[0]:8s} {path}")
     lines = relaunch_lines(written, n_ranks, program)
     if lines:
         print("relaunch with:")
         for line in lines:
             print(f"  {line}")
+    for note in (notes or {}).values():
+        print(f"note: {note}")
+
+
+def launch_notes(written: dict, pe_of_task, topology) -> dict:
+    """Launcher -> what its user must know about this placement (hydra: a
+    placement it cannot start with every host whole, ``hydra.hydra_note``)."""
+    from ..formats.hydra import hydra_note
+
+    note = hydra_note(pe_of_task, topology) if "hydra" in written else None
+    return {"hydra": note} if note else {}
 
 
 def human_bytes(x: float) -> str:

@@ -16,7 +16,7 @@ from ..cost import evaluate
 from ..formats import read_graph, write_all_launch_files
 from ..topology import load_topology
 from . import values
-from .common import print_comparison, print_relaunch
+from .common import launch_notes, print_comparison, print_relaunch
 
 NAME = "demo"
 HELP = "run the whole pipeline on a bundled trace and machine"
@@ -49,6 +49,6 @@ def run(args) -> int:
     print_comparison("launch order", args.method, before, after)
     print(f"mapping time: {mapping.time_s:.3f} s")
     print()
-    print_relaunch(write_all_launch_files(mapping.pe_of_task, topology, args.output_dir),
-                   graph.n, "./bt-mz.x")
+    written = write_all_launch_files(mapping.pe_of_task, topology, args.output_dir)
+    print_relaunch(written, graph.n, "./bt-mz.x", launch_notes(written, mapping.pe_of_task, topology))
     return 0

@@ -32,11 +32,12 @@ from ..algorithms.options import check_options
 from ..cost import evaluate, phased_link_time
 from ..deadline import Deadline, slowness
 from ..formats import LAUNCH_FORMATS, write_launch_files
+from ..formats.hydra import mend_for_hydra
 from ..formats.relaunch import relaunch_lines
 from . import UserError, values
 from .common import (add_graph_arguments, add_topology_arguments, check_fits, dump_json,
-                     load_graph, load_machine, phase_graphs, print_comparison, print_relaunch,
-                     recorded_program, recorded_replay)
+                     launch_notes, load_graph, load_machine, phase_graphs, print_comparison,
+                     print_relaunch, recorded_program, recorded_replay)
 
 #: the report's second half (the mapping's J, bytes per level and link loads) is reserved
 #: at this many times the first half's measured wall time (the given order's, made before
@@ -225,6 +226,19 @@ def _judge_by_replay(args, topology, mapping, before: dict, deadline) -> None:
         before["replayed"] = (before["replay"], after)
 
 
+def _hydra_whole(args, graph, topology, mapping, given_pe) -> tuple[int, float]:
+    """Where a hydra machinefile is written and hydra would split hosts
+    over several lines: the mapping after the few swaps that keep them
+    whole, if J rises by ``hydra.MEND_J_SLACK`` at most (``mend_for_hydra``);
+    (swaps, J's rise).  The given order kept stays as it is."""
+    if not args.output or args.as_format not in ("hydra", "all") or \
+            np.array_equal(mapping.pe_of_task, given_pe):
+        return 0, 0.0
+    pe, swaps, rise = mend_for_hydra(graph, topology, mapping.pe_of_task)
+    mapping.pe_of_task = pe
+    return swaps, rise
+
+
 def _run_distributed(args) -> int:
     """Rank 0 reads the inputs and reports; every rank refines its block.
     Reading happens inside the collective agreement, so a bad file fails on
@@ -284,6 +298,7 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
         given = _before(args, graph, topology, recorded)
         _judge_by_replay(args, topology, mapping, given, None)
     before_pe, before_name, before, j_identity = given["pe"], given["name"], given["report"], given["J_identity"]
+    mended = _hydra_whole(args, graph, topology, mapping, before_pe)
     same = np.array_equal(mapping.pe_of_task, before_pe)  # e.g. no time was left to map
     after = before if same else evaluate(graph, topology, mapping.pe_of_task, check=False,
                                          comm_factor=args.comm_factor)
@@ -293,6 +308,7 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
     replayed = given["replayed"] or ((given["replay"], given["replay"]) if same and given["replay"] else None)
     written = write_launch_files(mapping.pe_of_task, topology, args.output, args.as_format) \
         if args.output else {}
+    notes = launch_notes(written, mapping.pe_of_task, topology)
     if args.json:
         dump_json({"method": args.method, "seed": args.seed, "n_tasks": graph.n,
                    "n_pes": topology.n_pes, "J": after.J,
@@ -316,6 +332,7 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
                    "launch_files": written,
+                   "hydra_swaps": mended[0], "hydra_note": notes.get("hydra"),
                    "relaunch": relaunch_lines(written, graph.n, recorded_program(args.input)),
                    "pe_of_task": None if args.output else mapping.pe_of_task.tolist(),
                    **({"distributed": mapping.info} if args.distributed else {})})
@@ -343,8 +360,11 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
         else:
             print(f"distributed swap rounds on {i['ranks']} ranks: {i['rounds']} rounds, {i['swaps']} "
                   f"swaps (replicas={i['replicas']}, kicks={i['kicks']})")
+    if mended[0]:
+        print(f"moved {2 * mended[0]} ranks so that hydra keeps every host whole (J +{100 * mended[1]:.2f} %; "
+              "see docs/launchers.md)")
     if written:
-        print_relaunch(written, graph.n, recorded_program(args.input))
+        print_relaunch(written, graph.n, recorded_program(args.input), notes)
     else:
         moved = int(np.count_nonzero(mapping.pe_of_task != before_pe))
         print(f"{moved} of {graph.n} tasks move (use -o FILE --as FORMAT to write a launch file)")

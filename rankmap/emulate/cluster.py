@@ -8,7 +8,10 @@ launches across the nodes through a generated "ssh" launcher script that
 starts each proxy inside its node's namespace, and ranks talk over the
 libfabric tcp provider (``MPICH_CH4_NETMOD=ofi FI_PROVIDER=tcp``): the default
 UCX netmod would find the other namespaces' ranks through shared memory and
-bypass the emulated network.
+bypass the emulated network.  Open MPI's ``mpirun`` starts its daemons
+through the same script (``plm_rsh_agent``), its ranks talking TCP over the
+cluster's subnet (``mpirun``); ``launch`` runs a whole launch line, as
+``rankmap map`` prints it, with either launcher.
 
 Every object this module creates carries the cluster's unique name as a prefix
 (``rmx<pid><n>``), so clusters of parallel processes never collide, and
@@ -357,15 +360,11 @@ exec {ip} netns exec "$ns" {unshare} --uts sh -c 'hostname "$1" && shift && exec
         """The ``mpiexec`` command prefix (append the program) for a run on
         this cluster.  ``order``: ``block`` (ppn consecutive ranks per node) or
         ``round-robin`` (rank r on node r mod N); ``machinefile``: a hydra
-        machinefile (``host:count`` lines, e.g. from ``rankmap map --as hydra``)
-        that replaces ``order``."""
-        exe = mpiexec or default_mpiexec()
-        cmd = [exe, "-launcher", "ssh", "-launcher-exec", str(self.launcher),
-               "-iface", self.bridge]
-        for key, value in {**NETWORK_ENV, **(env or {})}.items():
-            cmd += ["-genv", key, str(value)]
+        machinefile (``host:count`` lines, e.g. from ``rankmap map --as hydra``,
+        with the ``-rankmap`` written beside it) that replaces ``order``."""
+        cmd = [mpiexec or default_mpiexec()] + self._hydra_options(env)
         if machinefile is not None:
-            cmd += ["-f", str(machinefile)]
+            cmd += ["-f", str(machinefile)] + hydra_rankmap_option(machinefile)
         else:
             ppn = ppn or self.spec.slots
             if order == "block":
@@ -380,16 +379,65 @@ exec {ip} netns exec "$ns" {unshare} --uts sh -c 'hostname "$1" && shift && exec
             cmd += ["-n", str(n)]
         return cmd
 
+    def _hydra_options(self, env: dict | None = None) -> list[str]:
+        """hydra's options that reach the nodes: the launcher script, the
+        bridge's address, the network netmod (and ``env`` for every rank)."""
+        cmd = ["-launcher", "ssh", "-launcher-exec", str(self.launcher), "-iface", self.bridge]
+        for key, value in {**NETWORK_ENV, **(env or {})}.items():
+            cmd += ["-genv", key, str(value)]
+        return cmd
+
     def mpirun(self, mpirun: str = "mpirun") -> tuple[list[str], dict]:
         """Open MPI's ``mpirun`` command prefix and environment for a run on
         this cluster (append the placement, e.g. ``--rankfile``, and the
         program): its daemons start in the nodes' namespaces through the
         same launcher (``plm_rsh_agent``), daemons and ranks talk over the
-        cluster's subnet, root is allowed (the namespaces need it)."""
+        cluster's subnet, root is allowed (the namespaces need it), and a
+        node takes more ranks than this machine has cores (every node's
+        cores are this machine's)."""
         subnet = str(self.subnet)
         cmd = [mpirun, "--mca", "plm_rsh_agent", str(self.launcher), "--mca", "routed", "direct",
-               "--mca", "oob_tcp_if_include", subnet, "--mca", "btl_tcp_if_include", subnet]
+               "--mca", "oob_tcp_if_include", subnet, "--mca", "btl_tcp_if_include", subnet,
+               "--oversubscribe"]
         return cmd, {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+    def mpirun_order(self, mpirun: str, n: int | None = None, *, order: str = "block",
+                     ppn: int | None = None, rankfile=None) -> tuple[list[str], dict]:
+        """Open MPI's ``mpirun`` command prefix for the orders ``mpiexec``
+        makes (block: ``ppn`` consecutive ranks per node; round-robin) or a
+        rankfile, and its environment."""
+        cmd, env = self.mpirun(mpirun)
+        ppn = ppn or self.spec.slots
+        if rankfile is not None:
+            cmd += ["--rankfile", str(rankfile)]
+        else:
+            if order not in ("block", "round-robin"):
+                raise ValueError(f"order {order!r}: expected 'block' or 'round-robin'")
+            cmd += ["--host", ",".join(f"{h}:{ppn}" for h in self.hosts),
+                    "--map-by", "slot" if order == "block" else "node"]
+            n = n if n is not None else ppn * self.spec.nodes
+        if n is not None:
+            cmd += ["-n", str(n)]
+        return cmd, env
+
+    def launch(self, line, mpi: str | None = None) -> tuple[list[str], dict]:
+        """A launch line (``mpiexec ... PROGRAM``, as ``rankmap map`` prints
+        it) run on this cluster: its launcher (``mpi``'s, else the one the
+        line's options or first word name; see ``launchers``) with the
+        emulation's options after it, and the environment to run it in."""
+        from .launchers import find_launcher, launcher_mpi, line_mpi
+
+        line = [str(w) for w in line]
+        first = shutil.which(line[0]) or line[0]
+        mpi = mpi or line_mpi(line) or launcher_mpi(first) or "mpich"
+        exe = find_launcher(mpi, line[0])
+        if exe is None:
+            raise ClusterError(f"no {MPI_NAMES[mpi]} launcher for {line[0]!r} beside this Python or on PATH "
+                               f"({MPI_INSTALL[mpi]})")
+        if mpi == "openmpi":
+            prefix, env = self.mpirun(exe)
+            return prefix + line[1:], env
+        return [exe] + self._hydra_options() + line[1:], {}
 
     def traffic(self) -> dict:
         """Byte counters of the rate limiters now: ``node_tx[i]`` (node i ->
@@ -451,6 +499,25 @@ def _qdisc_bytes(dev: str, netns: str | None = None) -> int:
     raise ClusterError(f"no tbf rate limiter on {dev}" + (f" in {netns}" if netns else ""))
 
 
+def hydra_rankmap_option(machinefile) -> list[str]:
+    """``["-rankmap", ...]`` where rankmap wrote hydra's ``-rankmap`` beside
+    ``machinefile`` (its first line says so), else nothing."""
+    from ..formats.launch import hydra_rankmap_of
+
+    rankmap = hydra_rankmap_of(machinefile)
+    if rankmap is None:
+        return []
+    try:
+        with open(rankmap, encoding="utf-8") as fh:
+            return ["-rankmap", fh.read().strip()]
+    except OSError as exc:
+        raise ClusterError(f"{rankmap}: {exc.strerror or exc}") from None
+
+
+MPI_NAMES = {"mpich": "MPICH (hydra)", "openmpi": "Open MPI"}
+MPI_INSTALL = {"mpich": "pip install mpich", "openmpi": "apt-get install openmpi-bin, or the site's module"}
+
+
 def default_mpiexec() -> str:
     """The hydra ``mpiexec`` next to this Python (the ``mpich`` wheel) or on PATH."""
     local = Path(sys.executable).parent / "mpiexec"
@@ -458,22 +525,6 @@ def default_mpiexec() -> str:
     if not found:
         raise ClusterError("no mpiexec: install MPICH (pip install mpich)")
     return found
-
-
-def check_hydra(mpiexec: str) -> None:
-    """ClusterError unless ``mpiexec`` is MPICH's hydra: the emulated nodes
-    are reached through hydra's ``-launcher-exec``, which other launchers
-    (Open MPI's mpirun) do not have."""
-    try:
-        proc = subprocess.run([mpiexec, "--version"], capture_output=True, text=True, timeout=30)
-        text = proc.stdout + proc.stderr
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise ClusterError(f"{mpiexec}: cannot run it ({exc})") from None
-    if "HYDRA" not in text:
-        first = text.strip().splitlines()[0] if text.strip() else "unknown"
-        raise ClusterError(f"{mpiexec} is not MPICH's hydra ({first}); the emulated cluster "
-                           "launches through hydra: pip install mpich, or put MPICH's mpiexec "
-                           "first on PATH")
 
 
 def teardown(name: str) -> int:

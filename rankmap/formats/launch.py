@@ -4,8 +4,11 @@
   mapping files); PEs are the topology's leaves left to right.
 - ``mpich``    Cray MPICH ``MPICH_RANK_ORDER`` file: the ranks in the order
   the launcher fills slots (PE order), comma separated.
-- ``hydra``    MPICH hydra machinefile (``mpiexec -f FILE``): ``host:count``
-  lines, ranks assigned to hosts in file order.
+- ``hydra``    MPICH hydra machinefile (``mpiexec -f FILE``): one
+  ``host:count`` line per host where each host holds consecutive ranks;
+  otherwise each host once and ``FILE.rankmap``, hydra's ``-rankmap`` (the
+  line of each rank), where MPICH reads that placement back right, else
+  ``host:count`` runs in rank order (``formats.hydra`` says why).
 - ``openmpi``  Open MPI rankfile: ``rank r=HOST slot=S`` with S the logical
   core of the PE on its host (``mpirun --rankfile FILE``).
 - ``slurm``    ``SLURM_HOSTFILE`` for ``srun --distribution=arbitrary``:
@@ -28,6 +31,7 @@ from ..bind import BINDINGS_FILE, HEADER as BINDINGS_HEADER, Binding, cpus_token
 from ..topology import Topology
 from ..topology.tree import core_slots
 from .common import FormatError, check_number, check_readable
+from .hydra import HYDRA_RANKMAP_COMMENT, hydra_form, rankmap_argument, runs as hydra_runs
 
 LAUNCH_FORMATS = ["perm", "mpich", "hydra", "openmpi", "slurm", "bind"]
 # the file names ``--as all -o DIR`` (and the demo) write, one per format
@@ -53,18 +57,25 @@ def format_mpich_rank_order(pe_of_task, topology: Topology, per_line: int = 16) 
 
 
 def format_hydra_machinefile(pe_of_task, topology: Topology) -> str:
-    """MPICH hydra machinefile: ``host:count`` runs of consecutive ranks."""
-    hosts = topology.pe_host[np.asarray(pe_of_task)]
-    out, run_host, run = [], None, 0
-    for h in hosts.tolist():
-        if h == run_host:
-            run += 1
-            continue
-        if run_host is not None:
-            out.append(f"{run_host}:{run}")
-        run_host, run = h, 1
-    out.append(f"{run_host}:{run}")
+    """MPICH hydra machinefile (``hydra.hydra_form``): ``host:count`` runs of
+    consecutive ranks, or each host once when ``format_hydra_rankmap``
+    places the ranks (a comment line says so)."""
+    form, hosts, ids = hydra_form(pe_of_task, topology)
+    if form == "rankmap":
+        counts = np.bincount(ids, minlength=len(hosts))
+        return (f"{HYDRA_RANKMAP_COMMENT}\n"
+                + "".join(f"{h}:{c}\n" for h, c in zip(hosts, counts.tolist())))
+    out = []
+    for first, nodes, count in hydra_runs(ids):
+        out.extend(f"{hosts[first + k]}:{count}" for k in range(nodes))
     return "\n".join(out) + "\n"
+
+
+def format_hydra_rankmap(pe_of_task, topology: Topology) -> str | None:
+    """hydra's ``-rankmap`` for the machinefile above (the line of each
+    rank), or None where the machinefile places the ranks itself."""
+    form, _, ids = hydra_form(pe_of_task, topology)
+    return rankmap_argument(ids) + "\n" if form == "rankmap" else None
 
 
 def format_openmpi_rankfile(pe_of_task, topology: Topology) -> str:
@@ -137,7 +148,41 @@ def write_all_launch_files(pe_of_task, topology: Topology, directory) -> dict[st
     for kind in LAUNCH_FORMATS:
         paths[kind] = os.path.join(str(directory), LAUNCH_FILE_NAMES[kind])
         write_launch_file(pe_of_task, topology, paths[kind], kind)
+    _write_hydra_rankmap(pe_of_task, topology, paths)
     return paths
+
+
+def _write_hydra_rankmap(pe_of_task, topology, written: dict) -> None:
+    """Beside a hydra machinefile ``F`` in ``written``: ``F.rankmap`` where
+    the machinefile names each host once (``written["hydra_rankmap"]``),
+    else no such file (an older one removed: its line would misplace)."""
+    if "hydra" not in written:
+        return
+    path = hydra_rankmap_path(written["hydra"])
+    text = format_hydra_rankmap(np.asarray(pe_of_task, dtype=np.int64), topology)
+    if text is None:
+        if os.path.isfile(path):
+            os.remove(path)
+        return
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    written["hydra_rankmap"] = path
+
+
+def hydra_rankmap_path(machinefile) -> str:
+    """The ``-rankmap`` file that goes with hydra machinefile ``machinefile``."""
+    return f"{machinefile}.rankmap"
+
+
+def hydra_rankmap_of(machinefile) -> str | None:
+    """``hydra_rankmap_path(machinefile)`` where the machinefile opens with
+    the comment that says ``-rankmap`` places its ranks, else None."""
+    try:
+        with open(machinefile, encoding="utf-8", errors="replace") as fh:
+            first = fh.readline().rstrip("\n")
+    except OSError:
+        return None
+    return hydra_rankmap_path(machinefile) if first == HYDRA_RANKMAP_COMMENT else None
 
 
 def write_launch_files(pe_of_task, topology: Topology, output, kind: str) -> dict[str, str]:
@@ -149,6 +194,7 @@ def write_launch_files(pe_of_task, topology: Topology, output, kind: str) -> dic
         return write_all_launch_files(pe_of_task, topology, output)
     write_launch_file(pe_of_task, topology, output, kind)
     written = {kind: str(output)}
+    _write_hydra_rankmap(pe_of_task, topology, written)
     if kind not in ("perm", "bind"):
         written["bind"] = f"{output}.{BINDINGS_FILE}"
         write_launch_file(pe_of_task, topology, written["bind"], "bind")

@@ -28,7 +28,8 @@ import numpy as np
 from ..limits import MAX_PES, MAX_TASKS, check_readable
 from .common import FormatError
 from ..topology.tree import core_slots
-from .launch import LAUNCH_FILE_NAMES, LAUNCH_FORMATS
+from .hydra import parse_rankmap
+from .launch import LAUNCH_FILE_NAMES, LAUNCH_FORMATS, hydra_rankmap_of, hydra_rankmap_path
 
 
 @dataclass
@@ -178,7 +179,11 @@ def _read_rank_order(path: str, data, n: int) -> LaunchPlacement:
 
 def _read_machinefile(path: str, data, n: int) -> LaunchPlacement:
     """MPICH hydra ``host[:count]`` lines: ranks fill them in file order,
-    wrapping round as hydra does when the counts hold fewer ranks."""
+    wrapping round as hydra does when the counts hold fewer ranks; or,
+    where the file says ``-rankmap`` places the ranks, line ``k`` of
+    ``FILE.rankmap`` for each rank."""
+    if hydra_rankmap_of(path) is not None:
+        return _read_rankmap_placement(path, data, n)
     runs = []
     for no, text in data:
         fields = text.split()
@@ -195,6 +200,28 @@ def _read_machinefile(path: str, data, n: int) -> LaunchPlacement:
     if not hosts:
         raise FormatError(f"{path}: no host line")
     return LaunchPlacement(path, "hydra", n, host=[hosts[r % len(hosts)] for r in range(n)])
+
+
+def _read_rankmap_placement(path: str, data, n: int) -> LaunchPlacement:
+    hosts = []
+    for no, text in data:
+        host, sep, count = text.partition(":")
+        if not host or (sep and not count.isdigit()) or " " in text:
+            raise FormatError(f"{path}:{no}: expected 'host:count', got {text[:60]!r}")
+        hosts.append(host)
+    rankmap = hydra_rankmap_path(path)
+    check_readable(rankmap)
+    with open(rankmap, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    try:
+        line = parse_rankmap(text, n)
+    except ValueError as exc:
+        raise FormatError(f"{rankmap}: {exc} (hydra's -rankmap: host line numbers and "
+                          "(first,hosts,ranks) blocks)") from None
+    if line.size and line.max() >= len(hosts):
+        raise FormatError(f"{rankmap}: host line {int(line.max())} is not in {path} "
+                          f"({len(hosts)} lines)")
+    return LaunchPlacement(path, "hydra", n, host=[hosts[k] for k in line.tolist()])
 
 
 def _read_rankfile(path: str, data, n: int) -> LaunchPlacement:

@@ -3,7 +3,8 @@
 One recipe per launcher, as each one's documentation names its options:
 
 - ``hydra``   MPICH's ``mpiexec -f MACHINEFILE -n P`` (ranks fill the
-  machinefile's ``host:count`` lines in order).
+  machinefile's ``host:count`` lines in order), with ``-rankmap "$(cat
+  MACHINEFILE.rankmap)"`` where that file places them (``formats.hydra``).
 - ``openmpi`` Open MPI 4: ``mpirun -n P --rankfile FILE``; Open MPI 5
   (PRRTE, where ``--rankfile`` is deprecated): ``mpirun -n P --map-by
   rankfile:file=FILE``.
@@ -61,15 +62,16 @@ def bound(program: str, bindings: str | None) -> str:
 
 
 def relaunch_commands(kind: str, path: str, n_ranks: int, program: str = "PROGRAM",
-                      bindings: str | None = None) -> list[str]:
+                      bindings: str | None = None, rankmap: str | None = None) -> list[str]:
     """Shell lines that relaunch ``program`` on ``n_ranks`` ranks with the
     ``kind`` launch file at ``path`` and, when given, the ``bindings`` file
-    (several lines: alternatives, each with a ``#`` comment naming its
-    launcher)."""
+    and hydra's ``rankmap`` file (several lines: alternatives, each with a
+    ``#`` comment naming its launcher)."""
     f, n = shlex.quote(str(path)), int(n_ranks)
     run = bound(program, bindings)
     if kind == "hydra":
-        return [f"mpiexec -f {f} -n {n} {run}    # MPICH (hydra)"]
+        placed = f' -rankmap "$(cat {shlex.quote(str(rankmap))})"' if rankmap else ""
+        return [f"mpiexec -f {f}{placed} -n {n} {run}    # MPICH (hydra)"]
     if kind == "openmpi":
         binding = "--bind-to none" if bindings is not None else "--bind-to core"
         v4 = f"mpirun -n {n} --rankfile {f}" + (" --bind-to none" if bindings is not None else "")
@@ -82,7 +84,7 @@ def relaunch_commands(kind: str, path: str, n_ranks: int, program: str = "PROGRA
         copy = [] if os.path.normpath(str(path)) == "MPICH_RANK_ORDER" else [
             f"cp {f} MPICH_RANK_ORDER    # Cray MPICH reads this name in the working directory"]
         return copy + [f"MPICH_RANK_REORDER_METHOD=3 srun -n {n}{cpu_bind} {run}    # Cray MPICH"]
-    if kind in ("perm", "bind"):
+    if kind in ("perm", "bind", "hydra_rankmap"):
         return []
     raise ValueError(f"unknown launch format {kind!r}")
 
@@ -90,6 +92,6 @@ def relaunch_commands(kind: str, path: str, n_ranks: int, program: str = "PROGRA
 def relaunch_lines(written: dict, n_ranks: int, program: str = "PROGRAM") -> list[str]:
     """The relaunch lines for every launch file of ``written`` (format ->
     path), each through the bindings among them."""
-    bindings = written.get("bind")
+    bindings, rankmap = written.get("bind"), written.get("hydra_rankmap")
     return [line for kind, path in written.items()
-            for line in relaunch_commands(kind, path, n_ranks, program, bindings)]
+            for line in relaunch_commands(kind, path, n_ranks, program, bindings, rankmap)]
