@@ -26,7 +26,7 @@ from rankmap.formats.hydra import (HYDRA_RANKMAP_COMMENT, contiguous, hydra_form
                                    hydra_note, mend_for_hydra, node_map_survives, parse_rankmap,
                                    rankmap_argument)
 from rankmap.formats.launch_files import read_launch_file
-from rankmap.formats.relaunch import relaunch_lines
+from rankmap.formats.relaunch import line_argv, relaunch_lines
 from rankmap.graph import CommGraph
 from rankmap.topology.cluster import compose_cluster
 from rankmap.topology import Topology
@@ -122,6 +122,18 @@ def test_machinefile_forms_and_notes(tmp_path):
     assert not (tmp_path / "b" / "machinefile.rankmap").exists()
     assert (tmp_path / "b" / "machinefile").read_text().split() == [f"{HOSTS[h]}:1" for h in MISREAD]
     assert read_launch_file(tmp_path / "b" / "machinefile", 16).host == [HOSTS[h] for h in MISREAD]
+
+
+def test_printed_line_words_as_the_shell_gives_them(tmp_path):
+    topo = machine()
+    written = write_all_launch_files(on_nodes(topo, BLOCKS), topo, tmp_path / "my launch")
+    line = next(x for x in relaunch_lines(written, 16, "./app -x 1") if x.endswith("# MPICH (hydra)"))
+    words = line_argv(line)
+    shell = subprocess.run(["bash", "-c", f"printf '%s\\n' {line.split('#')[0]}"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert words == shell and words[:5] == ["mpiexec", "-f", written["hydra"], "-rankmap",
+                                            "(0,2,2),(0,4,2),(2,2,2)"]
+    assert words[-3:] == ["./app", "-x", "1"]
 
 
 def test_a_placement_hydra_cannot_start_is_said():

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import statistics
 import sys
 import time
@@ -61,7 +60,7 @@ from rankmap.cli.common import load_machine  # noqa: E402
 from rankmap.cost import evaluate, phased_link_time  # noqa: E402
 from rankmap.emulate import ClusterSpec, EmulatedCluster  # noqa: E402
 from rankmap.formats import read_graph, write_launch_files  # noqa: E402
-from rankmap.formats.relaunch import relaunch_lines  # noqa: E402
+from rankmap.formats.relaunch import line_argv, relaunch_lines  # noqa: E402
 from rankmap.replay import replay_time  # noqa: E402
 from rankmap.trace import read_trace  # noqa: E402
 
@@ -130,13 +129,10 @@ class Orders:
 
 
 def launch(bench: Bench, printed: str, program: list[str]) -> list[str]:
-    """The printed hydra line with the emulation's launcher options in front
-    and this benchmark's program (and Python) at the end."""
-    args = shlex.split(printed.split("#", 1)[0])
-    machinefile = args[args.index("-f") + 1]
-    prefix = bench.mpiexec("rankmap", machinefile)
-    prefix = prefix[:prefix.index("-f")]
-    return prefix + args[1:args.index("--") + 1] + program
+    """The printed hydra line with the emulation's launcher options after
+    its launcher and this benchmark's program (and Python) at the end."""
+    args = line_argv(printed)
+    return bench.cluster.launch(args[:args.index("--") + 1] + program, "mpich", bench.mpi_env)[0]
 
 
 def run_order(bench: Bench, cmd: list[str]) -> dict:

@@ -420,11 +420,12 @@ exec {ip} netns exec "$ns" {unshare} --uts sh -c 'hostname "$1" && shift && exec
             cmd += ["-n", str(n)]
         return cmd, env
 
-    def launch(self, line, mpi: str | None = None) -> tuple[list[str], dict]:
+    def launch(self, line, mpi: str | None = None, env: dict | None = None) -> tuple[list[str], dict]:
         """A launch line (``mpiexec ... PROGRAM``, as ``rankmap map`` prints
         it) run on this cluster: its launcher (``mpi``'s, else the one the
         line's options or first word name; see ``launchers``) with the
-        emulation's options after it, and the environment to run it in."""
+        emulation's options after it, and the environment to run it in
+        (``env`` for every rank included)."""
         from .launchers import find_launcher, launcher_mpi, line_mpi
 
         line = [str(w) for w in line]
@@ -435,9 +436,9 @@ exec {ip} netns exec "$ns" {unshare} --uts sh -c 'hostname "$1" && shift && exec
             raise ClusterError(f"no {MPI_NAMES[mpi]} launcher for {line[0]!r} beside this Python or on PATH "
                                f"({MPI_INSTALL[mpi]})")
         if mpi == "openmpi":
-            prefix, env = self.mpirun(exe)
-            return prefix + line[1:], env
-        return [exe] + self._hydra_options() + line[1:], {}
+            prefix, ompi_env = self.mpirun(exe)
+            return prefix + line[1:], {**ompi_env, **(env or {})}
+        return [exe] + self._hydra_options(env) + line[1:], {}
 
     def traffic(self) -> dict:
         """Byte counters of the rate limiters now: ``node_tx[i]`` (node i ->

@@ -23,6 +23,7 @@ and GPU inside the host, so the launcher's own binding is switched off
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -95,3 +96,23 @@ def relaunch_lines(written: dict, n_ranks: int, program: str = "PROGRAM") -> lis
     bindings, rankmap = written.get("bind"), written.get("hydra_rankmap")
     return [line for kind, path in written.items()
             for line in relaunch_commands(kind, path, n_ranks, program, bindings, rankmap)]
+
+
+_CAT = re.compile(r"^\$\(cat (.+)\)$")
+
+
+def line_argv(line: str) -> list[str]:
+    """The words a shell hands the launcher for a printed relaunch line:
+    its ``#`` comment dropped, quotes removed, ``$(cat FILE)`` read (the
+    ``-rankmap`` of hydra's line), for running a line without a shell."""
+    words = shlex.split(line.split("  #", 1)[0])
+    out = []
+    for word in words:
+        m = _CAT.match(word)
+        if m:
+            path = shlex.split(m.group(1))[0]
+            with open(path, encoding="utf-8") as fh:
+                word = fh.read().strip()
+        out.append(word)
+    return out
+
