@@ -204,3 +204,23 @@ def test_map_sums_the_link_times_of_phases_in_turn(capsys, tmp_path):
     assert out["phased_link_time"] == 2 * out["link_time"] == pytest.approx(out["link_time_before"] / 100)
     assert main(["map", str(path), "--hierarchy", "2:2", "--distances", "1:100"]) == 0
     assert "  phases in turn" in capsys.readouterr().out
+
+
+def test_map_keeps_the_given_order_where_the_mapping_is_no_better(capsys, tmp_path):
+    """A ring numbered along the nodes is as good as it gets: multisection's
+    mapping (the nodes relabelled, J ratio 1.0) would move every process for
+    nothing, so map keeps the given order, says so, and writes launch files
+    of it; a mapping worse beyond the noise (random) stays what was asked."""
+    n = 16
+    ring = tmp_path / "ring.edges"
+    ring.write_text("".join(f"{u} {(u + 1) % n} 1000\n{(u + 1) % n} {u} 1000\n" for u in range(n)))
+    out = tmp_path / "order.perm"
+    args = ["map", str(ring), "--hierarchy", "4:4", "--distances", "1:100", "--method", "multisection"]
+    report = run_json(capsys, args + ["-o", str(out), "--json"])
+    assert report["kept_given_order"] and report["ratio"] == 1.0
+    assert report["no_better_than_given"] == {"J": 1.0, "time": "link time", "ratio": 1.0}
+    assert [int(x) for x in out.read_text().split()] == list(range(n))
+    assert main(args) == 0
+    assert "kept the identity order: the search's mapping is no better (J 1.0000 x" in capsys.readouterr().out
+    report = run_json(capsys, args[:-1] + ["random", "--json"])
+    assert not report["kept_given_order"] and report["no_better_than_given"] is None and report["ratio"] > 1.5

@@ -327,7 +327,7 @@ for label, mapping, token in (("float", "0\n1.5\n2\n3\n", "m.txt"), ("range", "0
 
 for label, opts, token in (("top-neg", ["--top", "-3"], "--top"), ("top-text", ["--top", "x"], "--top"),
                            ("phase-unknown", ["--phase", "nosuch"], "nosuch"),
-                           ("kind-unknown", ["--kind", "x"], "--kind")):
+                           ("traffic-unknown", ["--traffic", "x"], "--traffic")):
     case(f"show-{label}", {}, ["show", "{t.rmtrace.npz}", *opts], ("error", token))
 for label, opts, token in (("level-unknown", ["--level-distances", "cor=2"], "cor"),
                            ("level-nan", ["--level-distances", "core=nan"], "core"),

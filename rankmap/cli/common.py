@@ -29,10 +29,16 @@ def add_graph_arguments(parser) -> None:
                         help="how matrix values become bytes: as given, absolute, or 1 per entry")
     parser.add_argument("--ompi-internal", action="store_true",
                         help="Open MPI monitoring: also count internal (I) messages")
-    parser.add_argument("--traffic", default="all", choices=["all", "p2p", "collective"],
-                        help="rankmap traces: which recorded traffic to map (default: all; "
-                             "collectives as the trace's collective model attributed them)")
+    add_traffic_argument(parser, "rankmap traces: which recorded traffic to map")
     add_collectives_argument(parser)
+
+
+def add_traffic_argument(parser, what: str) -> None:
+    """``--traffic``: which recorded traffic a command reads (every command
+    that chooses among a trace's kinds of traffic names it so)."""
+    parser.add_argument("--traffic", default="all", choices=["all", "p2p", "collective", "rma"],
+                        help=f"{what} (default: all; p2p includes one-sided, rma is one-sided alone, "
+                             "collectives as the trace's collective model attributed them)")
 
 
 def add_collectives_argument(parser) -> None:

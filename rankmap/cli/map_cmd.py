@@ -52,6 +52,9 @@ LAUNCH_SECONDS_PER_RANK = 4e-6
 #: ranks ran in only when the replay of that order on it is this much faster: the link time cannot rank
 #: pipelined programs (a sweep's layouts of equal link time ran 13 % apart), and a tie is no reason to move
 REPLAY_GAIN = 0.01
+#: a mapping whose J and time are both within this of the given order's keeps the given order:
+#: within what repeated runs of one order differ by, moving every process buys nothing measurable
+NOISE = 0.005
 
 NAME = "map"
 HELP = "compute a better rank order from a communication graph or trace"
@@ -226,6 +229,20 @@ def _judge_by_replay(args, topology, mapping, before: dict, deadline) -> None:
         before["replayed"] = (before["replay"], after)
 
 
+def _no_better(before, after, replayed) -> dict | None:
+    """Where the mapping changes neither J nor the time (the replay of the
+    recorded message order, else the link time) by more than ``NOISE``:
+    the two ratios; else None."""
+    j = after.J / before.J if before.J else 1.0
+    if replayed is not None:
+        what, t = "message order replayed", replayed[1].seconds / replayed[0].seconds if replayed[0].seconds else 1.0
+    else:
+        what, t = "link time", after.link_time / before.link_time if before.link_time else 1.0
+    if abs(j - 1) > NOISE or abs(t - 1) > NOISE:
+        return None
+    return {"J": j, "time": what, "ratio": t}
+
+
 def _hydra_whole(args, graph, topology, mapping, given_pe) -> tuple[int, float]:
     """Where a hydra machinefile is written and hydra would split hosts
     over several lines: the mapping after the few swaps that keep them
@@ -298,10 +315,15 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
         given = _before(args, graph, topology, recorded)
         _judge_by_replay(args, topology, mapping, given, None)
     before_pe, before_name, before, j_identity = given["pe"], given["name"], given["report"], given["J_identity"]
-    mended = _hydra_whole(args, graph, topology, mapping, before_pe)
     same = np.array_equal(mapping.pe_of_task, before_pe)  # e.g. no time was left to map
     after = before if same else evaluate(graph, topology, mapping.pe_of_task, check=False,
                                          comm_factor=args.comm_factor)
+    no_better = None if same else _no_better(before, after, given["replayed"])
+    if no_better is not None:  # moving every process for nothing the model can see: the given order stays
+        mapping.pe_of_task, after, same, given["replayed"] = before_pe.copy(), before, True, None
+    mended = _hydra_whole(args, graph, topology, mapping, before_pe)
+    if mended[0]:
+        after = evaluate(graph, topology, mapping.pe_of_task, check=False, comm_factor=args.comm_factor)
     phases = given["phases"]
     phased = (given["phased"], given["phased"] if same else phased_link_time(phases, topology, mapping.pe_of_task)) \
         if phases else None
@@ -327,7 +349,8 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
                    "phased_link_time": phased and phased[1], "phased_link_time_before": phased and phased[0],
                    "replay_time": replayed and replayed[1].seconds,
                    "replay_time_before": replayed and replayed[0].seconds,
-                   "kept_given_order": given["kept"] is not None,
+                   "kept_given_order": given["kept"] is not None or no_better is not None,
+                   "no_better_than_given": no_better,
                    "replay_ratio_of_search": given["kept"],
                    "makespan": after.makespan,
                    "output": args.output, "output_format": args.as_format if args.output else None,
@@ -343,6 +366,10 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
     if given["kept"] is not None:
         print(f"kept the {before_name} order: on the search's mapping the recorded message order replays in "
               f"{given['kept']:.3f} x its time (a move needs {1 - REPLAY_GAIN:.2f} x or less)")
+    if no_better is not None:
+        print(f"kept the {before_name} order: the search's mapping is no better (J {no_better['J']:.4f} x, "
+              f"{no_better['time']} {no_better['ratio']:.4f} x; a move needs one of them {100 * NOISE:g} % "
+              "apart)" + ("; the launch files reproduce it" if args.output else ""))
     if after.makespan is not None:
         print(f"makespan (F = {args.comm_factor:g}): {before.makespan:.6g} -> {after.makespan:.6g}")
     print(f"mapping time: {mapping.time_s:.3f} s")

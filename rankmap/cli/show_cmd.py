@@ -15,7 +15,7 @@ import numpy as np
 
 from ..formats.launch_files import read_launch_file
 from . import UserError, values
-from .common import add_collectives_argument
+from .common import add_collectives_argument, add_traffic_argument
 
 NAME = "show"
 HELP = "summarise a recorded run (optionally plot its communication matrix)"
@@ -31,8 +31,7 @@ def add_arguments(p) -> None:
                    help="trace format (default: detect)")
     add_collectives_argument(p)
     p.add_argument("--top", type=values.count(0), default=10, help="how many of the heaviest pairs to list")
-    p.add_argument("--kind", default="all", choices=["p2p", "collective", "rma", "all"],
-                   help="traffic the pair list and plot use (default all)")
+    add_traffic_argument(p, "the traffic the pair list and plot use")
     p.add_argument("--phase", default=None, help="restrict the pair list and plot to one phase")
     p.add_argument("--plot", metavar="FILE", help="save a heat map of the byte matrix (png, pdf, svg)")
     p.add_argument("--scale", default="linear", choices=["linear", "log"],
@@ -231,9 +230,9 @@ def run(args) -> int:
     if trace is None:
         raise UserError(f"{args.trace}: a communication graph, not a recorded run: nothing to "
                         "summarise beyond what 'rankmap eval' reports")
-    print(summary(trace, args.top, args.kind, args.phase))
+    print(summary(trace, args.top, args.traffic, args.phase))
     if args.plot:
-        shares = plot(trace, args.plot, args.kind, args.phase, args.mapping, args.scale)
+        shares = plot(trace, args.plot, args.traffic, args.phase, args.mapping, args.scale)
         print(f"\nheat map written to {args.plot}")
         if all(x is not None for x in shares):
             print("bytes within a node: " + " -> ".join(f"{x:.1%}" for x in shares))
