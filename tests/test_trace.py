@@ -192,7 +192,7 @@ def test_heat_map_colours_bytes_linearly_unless_asked_for_log(tmp_path):
     from rankmap.cli.show_cmd import heat_map
 
     args = build_parser().parse_args(["show", "t.rmtrace.npz", "--plot", "m.png"])
-    assert (args.kind, args.scale) == ("all", "linear")
+    assert (args.traffic, args.scale) == ("all", "linear")
     t = merge_traces([_part(0, 3, [(1, 26 * 2**20, 1, 0), (2, 40, 1, 0)]), _part(1, 3, [(0, 26 * 2**20, 1, 0)]),
                       _part(2, 3, [(0, 40, 1, 0)])])
     fig, _ = heat_map(t)
