@@ -72,9 +72,11 @@ def expected_program_log(me, pickled, isendrecv):
         x.wait(s, r)
     # paused: a Sendrecv and a Barrier leave nothing
     sub = (0, 2) if me % 2 == 0 else (1, 3)
-    x.post(C, sub)  # Allreduce of 8 bytes on 2 ranks (tree): one flow to the other
-    x.post(CS, sub[1] if me == sub[0] else sub[0], 8)
-    x.post(C, sub)  # Barrier: no flow
+    other = sub[1] if me == sub[0] else sub[0]
+    x.post(C, sub)  # Allreduce of 8 bytes on 2 ranks (recursive doubling): one flow to the other
+    x.post(CS, other, 8)
+    x.post(C, sub)  # Barrier (dissemination): one message without bytes to the other
+    x.post(CS, other, 0)
     x.post(C, (0, 1, 2, 3))  # Bcast of 64 bytes from 0 (binomial tree: 0 -> 1, 2; 2 -> 3)
     for child in {0: (1, 2), 2: (3,)}.get(me, ()):
         x.post(CS, child, 64)

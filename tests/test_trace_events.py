@@ -123,7 +123,7 @@ def test_recorder_caps_fixes_and_converts_what_is_new():
     op, peer, nbytes = log.arrays()
     assert list(op) == [S, W, R] and list(peer) == [3, 0, -1]
     log.fix(r, 2, 32)  # the ANY_SOURCE receive completed: rewritten over the converted part
-    log.collective(log.comm((0, 2)), [(2, 0.5)], 17)  # 8.5 bytes round to 9
+    log.collective(log.comm((0, 2)), [(2, 0.5, 1)], 17)  # one message of 8.5 bytes: 9
     assert log.comm((0, 2)) == 0 and log.comm((1, 3)) == 1
     first = (op.copy(), peer.copy(), nbytes.copy())
     op, peer, nbytes = log.arrays()

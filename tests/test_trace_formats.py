@@ -79,7 +79,7 @@ def test_otf2_written_trace_threads_subcommunicator_and_collectives(tmp_path):
     # allreduce of 8 bytes every 16 rounds, along the profiler's tree plan
     want: dict = {}
     for r in range(6):
-        for q, f in collective_plan("tree", "allreduce", r, 6, 0):
+        for q, f, _ in collective_plan("tree", "allreduce", r, 6, 0):
             want[(r, q)] = want.get((r, q), 0) + 4 * 8 * f
     assert pairs(trace.graph("collective")) == want
     assert read_recorded(str(tmp_path / "t"), collectives="none").graph("collective").total_bytes == 0
@@ -295,7 +295,7 @@ def test_dumpi_written_trace_and_truncation(tmp_path, capsys):
     assert trace.hosts == info["hosts"]
     want: dict = {}
     for r in range(5):
-        for q, f in collective_plan("ring", "allreduce", r, 5, 0):
+        for q, f, _ in collective_plan("ring", "allreduce", r, 5, 0):
             want[(r, q)] = want.get((r, q), 0) + 2 * 8 * 2 * f
     assert pairs(read_recorded(str(tmp_path / "w.meta"), collectives="ring").graph("collective")) \
         == pytest.approx(want)

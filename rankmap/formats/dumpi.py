@@ -909,8 +909,8 @@ class _Resolver:
             for (i, op, root), (b, calls) in st.coll.items():
                 world = self._world(r, i)
                 me = world.index(r)
-                for q, f in collective_plan(model, op, me, len(world), root):
-                    table.add("collective", r, world[q], f * b, calls)
+                for q, f, m in collective_plan(model, op, me, len(world), root, b / max(calls, 1)):
+                    table.add("collective", r, world[q], f * b, m * calls)
             for (i, q), (b, m) in st.exact.items():
                 world = self._world(r, i)
                 if world[q] != r:

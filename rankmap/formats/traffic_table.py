@@ -100,11 +100,12 @@ class PairTable:
 
 
 @lru_cache(maxsize=65536)
-def collective_plan(model: str, op: str, rank: int, size: int, root: int) -> tuple:
-    """``(peer, factor)`` pairs (comm ranks) the calling rank sends in
-    ``op``: the profiler's plan, cached because a trace repeats a few
-    collectives millions of times."""
-    return tuple(plan(model, op, rank, size, root))
+def collective_plan(model: str, op: str, rank: int, size: int, root: int, nbytes: float | None = None) -> tuple:
+    """``(peer, factor, messages)`` (comm ranks) the calling rank sends in
+    ``op`` with a unit of ``nbytes``: the profiler's plan (the ``mpi``
+    model as MPICH selects: these traces do not name their library), cached
+    because a trace repeats a few collectives millions of times."""
+    return tuple(plan(model, op, rank, size, root, nbytes))
 
 
 class Progress:
@@ -153,5 +154,5 @@ def add_collective(table: PairTable, model: str, op: str, rank: int, world, root
         return
     if not unit:
         return
-    for q, factor in collective_plan(model, op, rank, len(world), root):
-        table.add("collective", me, world[q], factor * unit)
+    for q, factor, messages in collective_plan(model, op, rank, len(world), root, unit):
+        table.add("collective", me, world[q], factor * unit, messages)

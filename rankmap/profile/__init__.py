@@ -12,7 +12,7 @@ replay's input, ``trace.EventLog``; ``--max-events``).
 
 Inside a program:
 
-``start(comm=None, collectives="tree", output=None)``
+``start(comm=None, collectives="mpi", output=None)``
     begin recording (the runner does this for you) and return the recording
     version of ``comm`` (default COMM_WORLD);
 ``phase(name)``
@@ -46,7 +46,7 @@ def _session():
     return _SESSION
 
 
-def start(comm=None, *, collectives: str = "tree", output=None, topology: bool = True,
+def start(comm=None, *, collectives: str = "mpi", output=None, topology: bool = True,
           flush_interval: float | None = None, write_at_exit: bool = True, max_events: int | None = None):
     """Begin recording (collective over COMM_WORLD) and return the recording
     version of ``comm`` (default: COMM_WORLD).

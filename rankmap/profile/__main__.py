@@ -16,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .collectives import MODELS
+from .collectives import DEFAULT_MODEL, MODELS
 from .native import run as run_native
 from .parts import FLUSH_INTERVAL
 
@@ -30,8 +30,10 @@ for its MPI by that MPI's mpicc on first use (cached in ~/.cache/rankmap).
 options:
   -o, --output FILE        trace file (default: <program>.rmtrace.npz); per-rank
                            parts go to FILE.parts/ until rank 0 merges them
-  --collectives MODEL      how collectives are attributed to pairs:
-                           none | root | tree (default) | ring
+  --collectives MODEL      how collectives are attributed to pairs: mpi (default:
+                           the algorithms this MPI library selects by message
+                           and communicator size, each step a message) |
+                           none | root | tree | ring
   --phase NAME             name of the phase recording starts in (default: main)
   --paused                 start paused; the program calls MPI.Pcontrol(1) or
                            rankmap.profile.resume() to begin
@@ -49,7 +51,7 @@ options:
 
 
 def parse(argv: list[str]) -> tuple[dict, str, str, list[str]]:
-    opts = {"output": None, "collectives": "tree", "phase": None, "paused": False,
+    opts = {"output": None, "collectives": DEFAULT_MODEL, "phase": None, "paused": False,
             "topology": True, "flush_interval": None, "max_events": None}
     i = 0
     valued = {"-o": "output", "--output": "output", "--collectives": "collectives",

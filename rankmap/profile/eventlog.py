@@ -91,12 +91,15 @@ class EventRecorder:
 
     def collective(self, comm: int, sends, unit=1) -> None:
         """A collective on local communicator ``comm`` and its flows:
-        ``(world rank, factor)`` pairs, ``factor x unit`` bytes each."""
+        ``(world rank, factor, messages)``, ``factor x unit`` bytes in that
+        many messages, one flow each."""
         if self.add(EVENT_COLL, comm, 0) < 0:
             return
-        for w, f in sends:
-            if self.add(EVENT_CSEND, w, int(f * unit + 0.5)) < 0:
-                return
+        for w, f, m in sends:
+            nbytes = int(f * unit / m + 0.5) if m else 0
+            for _ in range(m):
+                if self.add(EVENT_CSEND, w, nbytes) < 0:
+                    return
 
     def fix(self, i: int, peer: int, nbytes: int) -> None:
         """Rewrite a receive when it completes (the source it matched, its size)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace import DEFAULT_MAX_EVENTS
+from .collectives import DEFAULT_MODEL, MODELS, library_family
 from .eventlog import EventRecorder
 
 DEFAULT_PHASE = "main"
@@ -34,15 +35,14 @@ class Recorder:
     """Counters of one rank, per phase, with a pause switch, and its event
     log (``events``; None when ``max_events`` is 0)."""
 
-    def __init__(self, world_size: int, world_rank: int, collectives: str = "tree",
-                 max_events: int = DEFAULT_MAX_EVENTS):
-        from .collectives import MODELS
-
+    def __init__(self, world_size: int, world_rank: int, collectives: str = DEFAULT_MODEL,
+                 max_events: int = DEFAULT_MAX_EVENTS, library: str = ""):
         if collectives not in MODELS:
             raise ValueError(f"unknown collective model {collectives!r}: choose from {', '.join(MODELS)}")
         self.world_size = world_size
         self.world_rank = world_rank
         self.collectives = collectives
+        self.library = library_family(library)  # whose algorithms the ``mpi`` model follows
         self.phases: dict[str, Counters] = {}
         self.phase_name = DEFAULT_PHASE
         self.paused = False

@@ -50,7 +50,7 @@ def mpi_info() -> dict:
 class Session:
     """Profiling state of this rank; ``finish()`` ends it (collectively)."""
 
-    def __init__(self, output, *, collectives: str = "tree", topology: bool = True,
+    def __init__(self, output, *, collectives: str = "mpi", topology: bool = True,
                  flush_interval: float = FLUSH_INTERVAL, argv=None, program: str = "",
                  max_events: int | None = None):
         world = wrappers.original("COMM_WORLD")
@@ -61,7 +61,8 @@ class Session:
             raise ProfileError(f"rankmap.profile: {problem}")
         if max_events is None:
             max_events = tracefmt.default_max_events(self.size)
-        self.recorder = Recorder(self.size, self.rank, collectives, max_events)
+        self.recorder = Recorder(self.size, self.rank, collectives, max_events,
+                                 library=MPI.Get_library_version())
         self._private = world.Dup()  # the profiler's own traffic never mixes with the program's
         self.host = socket.gethostname()
         self.binding = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []

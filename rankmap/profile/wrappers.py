@@ -54,6 +54,7 @@ from mpi4py import MPI
 
 from ..trace import EVENT_COLL, EVENT_RECV, EVENT_SEND
 from .buffers import buffer_bytes, raw_nbytes, vector_bytes
+from .collectives import algorithm as _algorithm
 from .collectives import intercomm_plan as _intercomm_plan
 from .collectives import plan as _model_plan
 from .recorder import Recorder
@@ -185,7 +186,7 @@ def _cid(comm) -> int:
 _LAZY = {  # per-communicator tables, built at first use
     "_rmw": _peer_table,
     "_me": lambda comm: -1 if comm.Is_inter() else comm.Get_rank(),
-    "_plans": lambda comm: {},  # (op, root) -> [(world rank, factor)]
+    "_plans": lambda comm: {},  # (op, root, algorithm) -> [(world rank, factor, messages)]
     "_nbrs": lambda comm: _out_neighbours(comm),
     "_cid": _comm_index,
 }
@@ -236,12 +237,12 @@ def _attr(comm, name):
 
 
 def _count_now(result, b_attr, m_attr, sends):
-    """Add ``(world rank, bytes)`` sends to the active counters."""
+    """Add ``(world rank, bytes, messages)`` sends to the active counters."""
     c = _REC.active
     bs, ms = getattr(c, b_attr), getattr(c, m_attr)
-    for w, n in sends:
+    for w, n, m in sends:
         bs[w] += n
-        ms[w] += 1
+        ms[w] += m
     return result
 
 
@@ -421,7 +422,7 @@ def _send_init(comm, req, buf, dest):
     if dest < 0:
         return _persistent(req, "pb", "pm", [])
     w, n = _attr(comm, "_rmw")[dest], buffer_bytes(buf)
-    return _persistent(req, "pb", "pm", [(w, n)], (EVENT_SEND, w, n) if w != _EXTERNAL else None)
+    return _persistent(req, "pb", "pm", [(w, n, 1)], (EVENT_SEND, w, n) if w != _EXTERNAL else None)
 
 
 def _recv_init(comm, req, buf, source):
@@ -478,8 +479,8 @@ def _p2p_persistent(name: str):
 
 # -------------------------------------------------------------- collectives
 def _log_collective(comm, sends, unit=1):
-    """A COLL on ``comm``, then its flows (``(world rank, factor)``, ``factor
-    x unit`` bytes)."""
+    """A COLL on ``comm``, then its flows (``(world rank, factor,
+    messages)``: ``factor x unit`` bytes in that many messages)."""
     log = _REC.log
     if log is not None:
         c = _cid(comm)
@@ -489,22 +490,18 @@ def _log_collective(comm, sends, unit=1):
 
 def _collective_sent(comm, result, unit, key):
     """Count one collective: ``unit`` bytes (or an exact list per peer) along
-    the cached plan for ``key`` = (op, root)."""
+    the plan for ``key`` = (op, root) at that unit."""
     if type(unit) is list:
         sends = _exact_sends(comm, unit)
         _log_collective(comm, sends)
         return _count_now(result, "cb", "cm", sends)
-    try:
-        plan = comm._plans[key]
-    except (KeyError, AttributeError):
-        plan = _plan_for(comm, key)
+    plan = _plan_of(comm, key, unit)
     if plan:
         c = _REC.active
         cb, cm = c.cb, c.cm
-        for w, f in plan:
-            n = f * unit
-            cb[w] += n
-            cm[w] += 1
+        for w, f, m in plan:
+            cb[w] += f * unit
+            cm[w] += m
     _log_collective(comm, plan, unit)
     return result
 
@@ -514,48 +511,57 @@ def _collective_persistent(comm, req, unit, key):
     if type(unit) is list:
         sends = _exact_sends(comm, unit)
     else:
-        try:
-            plan = comm._plans[key]
-        except (KeyError, AttributeError):
-            plan = _plan_for(comm, key)
-        sends = [(w, f * unit) for w, f in plan]
+        sends = [(w, f * unit, m) for w, f, m in _plan_of(comm, key, unit)]
     return _persistent(req, "cb", "cm", sends, (EVENT_COLL, _cid(comm), sends))
 
 
 def _barrier(comm, result):
-    """A barrier: a COLL without flows (it synchronises)."""
-    _log_collective(comm, ())
-    return result
+    """A barrier: a COLL whose flows carry no bytes (the ``mpi`` model's
+    messages: they cost latency), or none (it synchronises)."""
+    return _collective_sent(comm, result, 0, _BARRIER)
 
 
 def _barrier_init(comm, req):
-    return _persistent(req, "cb", "cm", [], (EVENT_COLL, _cid(comm), ()))
+    return _collective_persistent(comm, req, 0, _BARRIER)
+
+
+_BARRIER = ("barrier", 0)
 
 
 def _exact_sends(comm, per_peer):
-    """(world rank, bytes) from exact bytes per comm rank (alltoallv & co.)."""
+    """(world rank, bytes, 1 message) from exact bytes per comm rank (alltoallv & co.)."""
     if _REC.collectives == "none":
         return []
     table, me = _attr(comm, "_rmw"), _attr(comm, "_me")
-    return [(table[q], n) for q, n in enumerate(per_peer) if n and q != me]
+    return [(table[q], n, 1) for q, n in enumerate(per_peer) if n and q != me]
 
 
-def _plan_for(comm, key):
-    plan = _attr(comm, "_plans")[key] = _plan(comm, *key)
+def _plan_of(comm, key, unit):
+    """The plan of ``key`` = (op, root) for ``unit`` bytes, cached per
+    communicator and algorithm (the ``mpi`` model picks one by the size)."""
+    plans = _attr(comm, "_plans")
+    if _REC.collectives == "mpi":
+        alg = _algorithm(key[0], len(_attr(comm, "_rmw")), unit, _REC.library)
+        whole = key + (alg,)
+    else:
+        whole = key
+    plan = plans.get(whole)
+    if plan is None:
+        plan = plans[whole] = _plan(comm, *key, unit)
     return plan
 
 
-def _plan(comm, op, root):
-    """(world rank, factor) this rank sends in ``op`` under the model."""
+def _plan(comm, op, root, unit):
+    """(world rank, factor, messages) this rank sends in ``op`` under the model."""
     table = _attr(comm, "_rmw")
     model = _REC.collectives
-    if model == "none":
+    if model == "none" or (op == "barrier" and model != "mpi"):
         return []
     if comm.Is_inter():
         edges = _intercomm_plan(op, len(table), root, root == _ROOT)
     else:
-        edges = _model_plan(model, op, comm.Get_rank(), comm.Get_size(), root)
-    return [(table[q], f) for q, f in edges]
+        edges = _model_plan(model, op, comm.Get_rank(), comm.Get_size(), root, unit, _REC.library)
+    return [(table[q], f, m) for q, f, m in edges]
 
 
 def _collective(name: str, op: str, unit, persistent: bool):
@@ -703,7 +709,7 @@ def _neighbour_sent(comm, result, done, per_peer):
     if _REC.collectives == "none":
         sends = []
     else:
-        sends = [(w, n) for w, n in zip(_attr(comm, "_nbrs"), per_peer) if w is not None]
+        sends = [(w, n, 1) for w, n in zip(_attr(comm, "_nbrs"), per_peer) if w is not None]
     if done is _persistent:
         return _persistent(result, "cb", "cm", sends, (EVENT_COLL, _cid(comm), sends))
     _log_collective(comm, sends)

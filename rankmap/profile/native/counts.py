@@ -7,8 +7,9 @@ collectives that go through a model, events (phase, group, operation,
 root) -> (sum of unit bytes, calls).  ``recorder`` spreads each event over
 pairs with ``rankmap.profile.collectives`` (the same models as for mpi4py
 programs: a plan is linear in the unit, so the summed units give the exact
-per-call result) and returns a ``Recorder``, whose ``edges()`` are what a
-trace part holds.  The layout of the file is described at the top of
+per-call result; the ``mpi`` model picks its algorithm by the mean unit of
+the calls and the library the snapshot names) and returns a ``Recorder``,
+whose ``edges()`` are what a trace part holds.  The layout of the file is described at the top of
 ``rankmap_pmpi.c``; the file is the library's own, written atomically, but
 a damaged one is still one clear error (``ValueError``), never a crash.
 """
@@ -131,7 +132,7 @@ def read_snapshot(path) -> Snapshot:
 def recorder(snap: Snapshot, model: str) -> Recorder:
     """The snapshot as the mpi4py profiler's ``Recorder`` of that rank, the
     collective events spread over pairs by ``model``."""
-    rec = Recorder(snap.size, snap.rank, model, max_events=0)  # the library logs no events
+    rec = Recorder(snap.size, snap.rank, model, max_events=0, library=snap.mpi_library)  # no events logged
     per_phase = {name: [[np.zeros(snap.size + 1), np.zeros(snap.size + 1, dtype=np.int64)]
                         for _ in ROWS] for name in snap.phases}
     for kind, (phase, peer, nbytes, msgs) in enumerate(snap.rows):
@@ -146,11 +147,11 @@ def recorder(snap: Snapshot, model: str) -> Recorder:
         if g.inter:
             edges = intercomm_plan(snap.ops[op], len(g.ranks), root, root == ROOT_HERE)
         else:
-            edges = plan(model, snap.ops[op], g.me, len(g.ranks), root)
+            edges = plan(model, snap.ops[op], g.me, len(g.ranks), root, unit / max(calls, 1), rec.library)
         b, m = per_phase[snap.phases[phase]][1]
-        for q, factor in edges:
+        for q, factor, messages in edges:
             b[g.ranks[q]] += factor * unit
-            m[g.ranks[q]] += calls
+            m[g.ranks[q]] += messages * calls
     for name in snap.phases:
         counters = rec.counters(name)
         for (b_attr, m_attr), (b, m) in zip(ROWS, per_phase[name]):
