@@ -204,6 +204,14 @@ class CommGraph:
         indptr, indices, data = self._b
         return np.repeat(np.arange(self._n, dtype=np.int64), np.diff(indptr)), indices, data
 
+    def message_coo(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(src, dst, messages) of every directed pair with messages, in row
+        order; None when the source recorded no message counts."""
+        if self._m is None:
+            return None
+        indptr, indices, data = self._m
+        return np.repeat(np.arange(self._n, dtype=np.int64), np.diff(indptr)), indices, data
+
     def subgraph(self, tasks) -> "CommGraph":
         """Induced subgraph on ``tasks`` (renumbered 0..len-1 in that order)."""
         tasks = np.asarray(tasks, dtype=np.int64)

@@ -1,5 +1,5 @@
-"""Link bandwidths of a machine: the rates users write, and the bandwidth of
-every link where the machine description gives none.
+"""Link bandwidths of a machine: the rates and latencies users write, and
+the bandwidth of every link where the machine description gives none.
 
 A tree link joins a node to its parent and carries, in each direction, the
 bytes that leave (up) or enter (down) the node's subtree; ``TreeNode.uplink``
@@ -30,13 +30,22 @@ _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9,
                "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
 
 
+def _quantity(text: str, units: dict, what: str, example: str) -> float:
+    """A number and one of ``units`` (``"200mbit"``) times that unit's scale."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z]+)\s*", str(text))
+    if not m or m.group(2).lower() not in units:
+        raise ValueError(f"{what} {text!r}: expected a number and a unit ({', '.join(units)}), e.g. {example}")
+    return float(m.group(1)) * units[m.group(2).lower()]
+
+
+def _levels(text: str, parse) -> list:
+    """``"a:b"`` (or ``"a,b"``) -> one parsed value per level, innermost first."""
+    return [parse(x) for x in str(text).replace(",", ":").split(":")]
+
+
 def parse_rate(text: str) -> int:
     """``"200mbit"`` -> 200_000_000 bits per second (tc's units; ``mbps`` = megabytes/s)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]+)\s*", str(text))
-    if not m or m.group(2).lower() not in _RATE_UNITS:
-        raise ValueError(f"bandwidth {text!r}: expected a number and a unit "
-                         f"({', '.join(_RATE_UNITS)}), e.g. 200mbit")
-    bits = float(m.group(1)) * _RATE_UNITS[m.group(2).lower()]
+    bits = _quantity(text, _RATE_UNITS, "bandwidth", "200mbit")
     if bits < 8000:
         raise ValueError(f"bandwidth {text!r}: at least 8kbit")
     return int(bits)
@@ -44,7 +53,31 @@ def parse_rate(text: str) -> int:
 
 def parse_bandwidths(text: str) -> list[float]:
     """``"50mbit:10gbit"`` -> bytes per second of each level, innermost first."""
-    return [parse_rate(x) / 8 for x in str(text).replace(",", ":").split(":")]
+    return _levels(text, lambda x: parse_rate(x) / 8)
+
+
+_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def parse_latency(text: str) -> float:
+    """``"1.5us"`` -> 1.5e-6 seconds (units ns, us, ms, s)."""
+    seconds = _quantity(text, _TIME_UNITS, "latency", "1.5us")
+    if not seconds < 1.0:
+        raise ValueError(f"latency {text!r}: under a second, e.g. 1.5us")
+    return seconds
+
+
+def parse_latencies(text: str) -> list[float]:
+    """``"1.2us:1.5us"`` -> seconds of each level, innermost first."""
+    return _levels(text, parse_latency)
+
+
+def format_latency(seconds: float) -> str:
+    """1.5e-6 -> ``"1.5us"`` (what ``parse_latency`` reads back)."""
+    for unit, scale in (("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3)):
+        if seconds < 1000 * scale:
+            return f"{seconds / scale:.4g}{unit}"
+    return f"{seconds:.4g}s"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..limits import MAX_TREE_PES
-from .bandwidth import parse_bandwidths
+from .bandwidth import parse_bandwidths, parse_latencies
 from .hierarchy import hierarchy_topology, parse_hierarchy
 from .hosts import expand_nodelist, parse_hostfile
 from .levels import DEFAULT_NETWORK_DISTANCE, merge_structureless_levels, normalize_overrides
@@ -61,8 +61,9 @@ def _to_treenodes(topology: Topology, slots_per_pe: np.ndarray | None = None) ->
             children = [made[c] for c in topology.children(n).tolist() if made[c] is not None]
             made[n] = TreeNode(kind, float(topology.node_distance[n]), children, None, name,
                                links=topology.node_links.get(n))
-        uplink = float(topology.node_uplink[n])
+        uplink, latency = float(topology.node_uplink[n]), float(topology.node_latency[n])
         made[n].uplink = uplink if np.isfinite(uplink) else None
+        made[n].latency = latency if np.isfinite(latency) else None
     return made[0]
 
 
@@ -101,7 +102,7 @@ def _check_pes(topology: Topology, pes) -> np.ndarray:
 
 # ------------------------------------------------------------- composition
 def compose_cluster(nodes, network_arities=(), network_distances=(), switches=None,
-                    network_bandwidths=()) -> Topology:
+                    network_bandwidths=(), network_latencies=(), interconnect: str | None = None) -> Topology:
     """One topology for several nodes: ``nodes`` is a list of
     ``(hostname, Topology)`` (heterogeneous nodes allowed), placed in order
     under the network levels (see module docstring), or under the switches
@@ -110,7 +111,10 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
     levels given sit under the blades, chassis and cabinets their names
     say (``switches.xname_switches``).  ``network_bandwidths`` (bytes/s,
     innermost first like the distances): the links into each network
-    level, the first one each node's own link."""
+    level, the first one each node's own link; ``network_latencies``
+    (seconds, innermost first): a message between nodes that meet at that
+    level; ``interconnect`` (``message_cost.INTERCONNECTS``) the figures of
+    the network where neither gives them."""
     nodes = list(nodes)
     if not nodes:
         raise ValueError("a cluster needs at least one node")
@@ -121,6 +125,7 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
     arities = [int(a) for a in network_arities]
     dists = [float(d) for d in network_distances]
     bandwidths = [float(b) for b in network_bandwidths]
+    latencies = [float(x) for x in network_latencies]
     if any(a < 1 for a in arities):
         raise ValueError(f"network {':'.join(map(str, arities))}: arities must be >= 1")
     if any(d < 0 for d in dists):
@@ -129,7 +134,11 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
         raise ValueError("network bandwidths must be finite and > 0")
     if len(bandwidths) > max(len(arities) + 1, 1):
         raise ValueError(f"{len(bandwidths)} network bandwidths for {len(arities)} network levels")
-    if switches is not None and (arities or dists or bandwidths):
+    if any(not 0 <= x < 1 for x in latencies):
+        raise ValueError("network latencies must be >= 0 and under a second")
+    if len(latencies) > max(len(arities) + 1, 1):
+        raise ValueError(f"{len(latencies)} network latencies for {len(arities)} network levels")
+    if switches is not None and (arities or dists or bandwidths or latencies):
         raise ValueError("give network levels or switches, not both")
     hosts = [str(h) for h, _ in nodes]
     if switches is None and not arities and not dists and len(hosts) > 1:
@@ -157,11 +166,12 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
     if switches is not None:
         from .switches import switch_tree
 
-        return Topology(merge_structureless_levels(switch_tree(switches, list(zip(seen_order, level)))))
+        return _frozen(switch_tree(switches, list(zip(seen_order, level))), interconnect)
     for i, arity in enumerate(arities):
         kind = NETWORK_KINDS[i] if i < len(NETWORK_KINDS) else "network"
         _set_uplinks(level, bandwidths, i)
-        level = [TreeNode(kind, dists[i], level[j:j + arity]) for j in range(0, len(level), arity)]
+        latency = latencies[i] if i < len(latencies) else None
+        level = [TreeNode(kind, dists[i], level[j:j + arity], latency=latency) for j in range(0, len(level), arity)]
     _set_uplinks(level, bandwidths, len(arities))
     if len(level) > 1:
         if len(dists) == len(arities):
@@ -169,8 +179,19 @@ def compose_cluster(nodes, network_arities=(), network_distances=(), switches=No
             raise ValueError(f"{len(nodes)} nodes do not fit under network "
                              f"{':'.join(map(str, arities)) or '(none)'} (at most {cap}); "
                              "give one more network distance for the level joining the top groups")
-        level = [TreeNode("network", dists[len(arities)], level)]
-    return Topology(merge_structureless_levels(level[0]))
+        top = len(arities)
+        level = [TreeNode("network", dists[top], level, latency=latencies[top] if top < len(latencies) else None)]
+    return _frozen(level[0], interconnect)
+
+
+def _frozen(root: TreeNode, interconnect: str | None) -> Topology:
+    """The cluster's tree, its network given the interconnect's figures
+    where the description gave none, levels without structure merged."""
+    if interconnect is not None:
+        from .message_cost import apply_interconnect
+
+        apply_interconnect(root, interconnect)
+    return Topology(merge_structureless_levels(root))
 
 
 def _set_uplinks(children: list[TreeNode], bandwidths: list[float], level: int) -> None:
@@ -279,7 +300,9 @@ def read_cluster_file(path) -> Topology:
         hostfile hosts.txt               # hosts and slots of an MPI hostfile
         network 4:2 distances 100:400    # nodes per switch, switches per rack ...
         network 4:2 distances 100:400 bandwidths 100gbit:400gbit  # ... and their links
+        network 4:2 distances 100:400 latencies 1.2us:1.5us       # ... and a message's latency
         switches topology.conf           # or: Slurm's switches (topology.conf/.yaml, xnames)
+        interconnect infiniband          # the network's figures where none are given
         level-distances core=2,package=20
 
     With a ``hostfile`` line the topology is restricted to its slots (in
@@ -294,6 +317,8 @@ def read_cluster_file(path) -> Topology:
     slots: list[tuple[str, int | None]] | None = None
     network: tuple[list[int], list[float]] = ([], [])
     bandwidths: list[float] = []
+    latencies: list[float] = []
+    interconnect_name = None
     switches = None
     level_distances = None
     started = False
@@ -325,10 +350,14 @@ def read_cluster_file(path) -> Topology:
             entries = _at(where, parse_hostfile, base / plain[0])
             members += [(h, node, lineno) for h, _ in entries]
             slots = (slots or []) + entries
-        elif key == "network" and len(plain) in (1, 3, 5) and not opts and _pairs_of(plain[1:]) is not None:
+        elif key == "network" and len(plain) in (1, 3, 5, 7) and not opts and _pairs_of(plain[1:]) is not None:
             words = _pairs_of(plain[1:])
             network = _at(where, parse_network, plain[0], words.get("distances", ""))
             bandwidths = _at(where, parse_bandwidths, words["bandwidths"]) if "bandwidths" in words else []
+            latencies = _at(where, parse_latencies, words["latencies"]) if "latencies" in words else []
+        elif key == "interconnect" and len(plain) == 1 and not opts:
+            _at(where, _known_interconnect, plain[0])
+            interconnect_name = plain[0]
         elif key == "switches" and len(plain) == 1 and not opts:
             switches, switches_at = base / plain[0], where
         elif key == "level-distances" and len(plain) == 1 and not opts:
@@ -336,7 +365,8 @@ def read_cluster_file(path) -> Topology:
         else:
             raise ValueError(f"{where}: cannot read {raw.strip()!r} (lines: xml FILE, hierarchy S "
                              "[distances D], nodes NODELIST [xml=FILE | hierarchy=S distances=D], "
-                             "hostfile FILE, network A:B [distances D1:D2] [bandwidths B1:B2], switches TOPOLOGY.CONF, "
+                             "hostfile FILE, network A:B [distances D1:D2] [bandwidths B1:B2] "
+                             "[latencies L1:L2], switches TOPOLOGY.CONF, interconnect KIND, "
                              "level-distances KIND=D,...)")
     if not members:
         raise ValueError(f"{path}: cluster file lists no node ('nodes NODELIST' or 'hostfile FILE')")
@@ -360,17 +390,24 @@ def read_cluster_file(path) -> Topology:
                 cache[source] = hierarchy_topology(source[1], source[2], host_prefix=None)
         nodes.append((host, cache[source]))
     try:
-        topo = compose_cluster(nodes, *network, switches=switches, network_bandwidths=bandwidths)
+        topo = compose_cluster(nodes, *network, switches=switches, network_bandwidths=bandwidths,
+                               network_latencies=latencies, interconnect=interconnect_name)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return topo if slots is None else restrict_to_slots(topo, host_slot_pes(topo, slots))
 
 
+def _known_interconnect(name: str):
+    from .message_cost import interconnect
+
+    return interconnect(name)
+
+
 def _pairs_of(words: list[str]) -> dict | None:
-    """``["distances", D, "bandwidths", B]`` -> ``{"distances": D, ...}``;
+    """``["distances", D, "bandwidths", B, "latencies", L]`` -> ``{"distances": D, ...}``;
     None where the words are not such pairs."""
     pairs = dict(zip(words[::2], words[1::2]))
-    if len(words) % 2 or len(pairs) != len(words) // 2 or set(pairs) - {"distances", "bandwidths"}:
+    if len(words) % 2 or len(pairs) != len(words) // 2 or set(pairs) - {"distances", "bandwidths", "latencies"}:
         return None
     return pairs
 

@@ -128,8 +128,9 @@ def merge_structureless_levels(root: TreeNode) -> TreeNode:
     A node with one child is never the lowest common ancestor of two PEs, so
     PE distances do not change; the merged node keeps the smallest distance
     of its parts, the first host name, any node links, what the leaf
-    carries (OS index, link row, GPU, CPUs) and the smallest link bandwidth
-    of the chain (its links all carry the same bytes).  Returns the
+    carries (OS index, link row, GPU, CPUs), the smallest link bandwidth
+    of the chain (its links all carry the same bytes) and the latency of
+    its lowest node that gives one (the only one that can be an LCA).  Returns the
     new root (the old root itself may merge into its only child).
     """
     single: dict[str, bool] = defaultdict(lambda: True)
@@ -148,9 +149,11 @@ def merge_structureless_levels(root: TreeNode) -> TreeNode:
         name = next((n.name for n in chain if n.name is not None), None)
         links = next((n.links for n in chain if n.links is not None), None)
         uplinks = [n.uplink for n in chain if n.uplink is not None]  # one load: the slowest decides
+        latency = next((n.latency for n in reversed(chain) if n.latency is not None), None)
         return TreeNode(join_kinds(n.kind for n in chain), min(inner) if last.children else 0.0,
                         list(last.children), last.os_index, name, links if last.children else None,
-                        last.link_row, last.device, last.cpus, min(uplinks) if uplinks else None)
+                        last.link_row, last.device, last.cpus, min(uplinks) if uplinks else None,
+                        latency if last.children else None)
 
     new_root = collapse(root)
     stack = [new_root]

@@ -50,6 +50,8 @@ class TreeNode:
     device: str | None = None         # leaf that is a GPU: "rocr:4", "cuda:0", "ze:1"
     cpus: tuple[int, ...] | None = None  # leaf: the OS CPUs a rank on it is bound to
     uplink: float | None = None       # bytes/s of the link to the parent, each way (None: from distances)
+    latency: float | None = None      # inner node: seconds of a message between PEs meeting here
+                                      # (None: the defaults of ``message_cost``)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,10 @@ class Topology:
     CPUs a rank on the PE is bound to when the leaf names them, else None:
     its PU ``pe_os_index``), ``node_links`` (node id -> ``NodeLinks``),
     ``node_uplink`` (bytes/s of the link from a node to its parent where the
-    description gives it, else NaN; ``bandwidth.link_bandwidths``).
+    description gives it, else NaN; ``bandwidth.link_bandwidths``),
+    ``node_latency`` (seconds of a message between two PEs whose lowest
+    common ancestor is the node, where the description gives it, else NaN;
+    ``message_cost.message_costs``).
     """
 
     def __init__(self, root: TreeNode):
@@ -149,6 +154,7 @@ class Topology:
         leaves: list[int] = []
         child_lists: list[list[int]] = []
         uplinks: list[float] = []
+        latencies: list[float] = []
         extras = _LeafExtras()
         # iterative DFS preorder (trees of 10^5+ leaves would overflow recursion)
         stack: list[tuple[TreeNode, int, int]] = [(root, -1, 0)]
@@ -162,6 +168,7 @@ class Topology:
             names.append(node.name)
             os_index.append(-1 if node.os_index is None else int(node.os_index))
             uplinks.append(np.nan if node.uplink is None else float(node.uplink))
+            latencies.append(np.nan if node.latency is None or not node.children else float(node.latency))
             child_lists.append([])
             if par >= 0:
                 child_lists[par].append(nid)
@@ -188,6 +195,9 @@ class Topology:
         self.node_uplink = np.asarray(uplinks, dtype=np.float64)
         if np.any(self.node_uplink <= 0):
             raise ValueError("link bandwidths must be > 0")
+        self.node_latency = np.asarray(latencies, dtype=np.float64)
+        if np.any(self.node_latency < 0):
+            raise ValueError("latencies must be >= 0")
 
     @classmethod
     def uniform(cls, arities, distances, kinds, host_names=None) -> "Topology":
@@ -251,6 +261,7 @@ class Topology:
         extras.devices = np.full(n_pes, None, dtype=object)
         out._init_extras(extras)
         out.node_uplink = np.full(n_nodes, np.nan)  # no bandwidths given: link_bandwidths derives them
+        out.node_latency = np.full(n_nodes, np.nan)  # ... nor latencies: message_costs' defaults
         return out
 
     # ------------------------------------------------------------------ build
