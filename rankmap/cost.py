@@ -6,7 +6,12 @@ Beside J: bytes per level (traffic by the depth of the lowest common
 ancestor of the two PEs), the bottleneck (max bytes over one tree link in one
 direction; links are full duplex), the link time (max over links of bytes
 over the link's bandwidth, ``topology.bandwidth``: what a bandwidth-bound
-program waits for) and the average number of tree links a byte crosses.  All O(m * depth), vectorised;
+program waits for), the average number of tree links a byte crosses and,
+where the graph has message counts, the message time (alpha per message
+plus bytes over beta at the level each pair crosses, per rank,
+``topology.message_cost``: what a program waiting on many small messages
+pays; ``latency_weighted`` gives the search the pair weights that fold it
+in).  All O(m * depth), vectorised;
 on a uniform hierarchy of a million pairs or more, one compiled pass (``cost_kernel``).  A ``MeshTopology`` (not a tree)
 answers the same questions itself: ``distance`` in hops, ``link_loads``
 under dimension-ordered routing, ``traffic_breakdown`` for the levels.
@@ -25,6 +30,7 @@ from .graph import CommGraph
 from .mapping import validate_mapping
 from .topology import Topology
 from .topology.bandwidth import link_bandwidths
+from .topology.message_cost import message_costs
 
 
 def mapping_cost(graph: CommGraph, topology: Topology, pe_of_task) -> float:
@@ -140,6 +146,60 @@ def phased_link_time(graphs, topology, pe_of_task) -> float:
     return sum(link_time(g, topology, pe_of_task) for g in graphs)
 
 
+@dataclass(frozen=True)
+class MessageTime:
+    """What a mapping's messages cost per rank (``message_time``): the
+    ``latency`` part (alpha x messages) and the ``bandwidth`` part (bytes /
+    beta), seconds; ``source``: where the network's alpha and beta came from."""
+
+    latency: float
+    bandwidth: float
+    source: str
+
+    @property
+    def total(self) -> float:
+        return self.latency + self.bandwidth
+
+
+def message_time(graph: CommGraph, topology, pe_of_task) -> MessageTime | None:
+    """The message time of a mapping: over every pair, its messages x alpha
+    plus its bytes / beta at the level its PEs meet
+    (``message_cost.message_costs``), summed and divided by the tasks (the
+    mean time a rank's sends take one after another).  None where the graph
+    has no message counts or the machine is not a tree."""
+    messages = graph.message_coo()
+    if messages is None or not isinstance(topology, Topology) or graph.n == 0:
+        return None
+    pe = np.asarray(pe_of_task, dtype=np.int64)
+    costs = message_costs(topology)
+    latency = _sliced(lambda s, d, m: costs.times(topology.lca(pe[s], pe[d]), m, None)[0], *messages)
+    bandwidth = _sliced(lambda s, d, w: costs.times(topology.lca(pe[s], pe[d]), None, w)[1], *graph.coo())
+    return MessageTime(latency / graph.n, bandwidth / graph.n, costs.source)
+
+
+def _sliced(fn, src, dst, values) -> float:
+    """``fn`` summed over slices of COST_SLICE pairs (memory O(n + m))."""
+    return float(sum(fn(src[i:i + COST_SLICE], dst[i:i + COST_SLICE], values[i:i + COST_SLICE])
+                     for i in range(0, values.size, COST_SLICE)))
+
+
+def latency_weighted(graph: CommGraph, topology) -> CommGraph:
+    """The graph the search maps when the objective is the message time:
+    each pair's bytes plus its messages x the network's alpha x beta (the
+    bytes one message's latency is worth there, ``MessageCosts.fold``), so
+    the one weighted QAP the methods solve folds the latency in.  The graph
+    itself where it has no message counts or the machine is not a tree."""
+    messages = graph.message_coo()
+    if messages is None or not isinstance(topology, Topology):
+        return graph
+    fold = message_costs(topology).fold
+    src, dst, w = graph.coo()
+    ms, md, m = messages
+    return CommGraph.from_edges(np.concatenate([src, ms]), np.concatenate([dst, md]),
+                                np.concatenate([w, fold * m]), n=graph.n,
+                                vertex_weights=graph.vertex_weights, name=graph.name)
+
+
 @dataclass
 class CostReport:
     J: float
@@ -157,6 +217,7 @@ class CostReport:
     link_time_unit: str = ""      # ... in seconds ("s") or relative ("": no bandwidth given)
     busiest_link: str = ""        # the link with that time ...
     busiest_link_bytes: float = 0.0  # ... and its bytes
+    time: MessageTime | None = None  # the message time per rank, where the graph counts messages
 
     def as_dict(self) -> dict:
         return {"J": self.J, "total_bytes": self.total_bytes,
@@ -166,7 +227,11 @@ class CostReport:
                 "max_pe_load": self.max_pe_load, "comm_factor": self.comm_factor,
                 "makespan": self.makespan, "link_time": self.link_time,
                 "link_time_unit": self.link_time_unit, "busiest_link": self.busiest_link,
-                "busiest_link_bytes": self.busiest_link_bytes}
+                "busiest_link_bytes": self.busiest_link_bytes,
+                "time": None if self.time is None else self.time.total,
+                "time_latency": None if self.time is None else self.time.latency,
+                "time_bandwidth": None if self.time is None else self.time.bandwidth,
+                "time_source": None if self.time is None else self.time.source}
 
 
 def link_loads(topology: Topology, src_pe, dst_pe, w, lca=None) -> tuple[np.ndarray, np.ndarray]:
@@ -227,7 +292,8 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
     time and the bottleneck view (Langguth, Schlag & Schulz): the most loaded link, the
     PE whose tasks send and receive the most bytes to other PEs, the
     largest computational PE load (vertex weights) and, with ``comm_factor``
-    F, the makespan M = max(max_b comp(b), F * max_l comm(l)).
+    F, the makespan M = max(max_b comp(b), F * max_l comm(l)), and the
+    message time where the graph counts messages (``message_time``).
 
     Works for tree topologies and for ``MeshTopology`` (hops = network hops,
     links under dimension-ordered routing).  ``check`` validates the mapping
@@ -238,10 +304,11 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
     pe_load = np.bincount(pe, weights=graph.vertex_weights, minlength=topology.n_pes)
     max_pe_load = float(pe_load.max()) if pe_load.size else 0.0
     total = graph.total_bytes
+    timed = message_time(graph, topology, pe)
     if graph.n_edges == 0:
         return CostReport(0.0, 0.0, [], 0.0, 0.0, max_pe_load=max_pe_load, comm_factor=comm_factor,
                           makespan=None if comm_factor is None else max_pe_load,
-                          link_time_unit=link_bandwidths(topology).unit)
+                          link_time_unit=link_bandwidths(topology).unit, time=timed)
     uniform = _uniform_groups(graph, topology)
     if uniform is not None:
         J, levels, hop_bytes, loads, pe_bytes = _uniform_breakdown(graph, topology, pe, *uniform)
@@ -261,7 +328,7 @@ def evaluate(graph: CommGraph, topology: Topology, pe_of_task, check: bool = Tru
                       makespan=None if comm_factor is None else max(max_pe_load, comm_factor * bottleneck),
                       link_time=float(times[slowest]), link_time_unit=model.unit,
                       busiest_link=link_label(topology, slowest) if times[slowest] > 0 else "",
-                      busiest_link_bytes=float(loads[slowest]))
+                      busiest_link_bytes=float(loads[slowest]), time=timed)
 
 
 def _pairwise_breakdown(graph: CommGraph, topology, pe):

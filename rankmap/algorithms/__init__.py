@@ -47,7 +47,12 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     named method gives its own result): "sum" is J alone; "time" then
     lowers the link time, the busiest link's bytes over its bandwidth, with
     J kept within J_SLACK of the method's (``refine.bottleneck``);
-    "bottleneck" lowers the link time whatever J.
+    "bottleneck" lowers the link time whatever J.  Where the graph counts
+    messages and the machine is a tree, "time" maps the latency-weighted
+    graph (``cost.latency_weighted``: each message worth the network's
+    alpha x beta in bytes) and returns the result or the given order,
+    whichever has the lower message time (``cost.message_time``, with the
+    machine's true alpha and beta per level).
 
     Time: option ``time_limit`` (seconds) is the counted budget of the
     methods that plan their work (auto) and a wall-clock bound on this whole
@@ -65,12 +70,14 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     # nodes whose inside is a link matrix: the methods map onto the tree that
     # approximates it, then each node's PEs are settled on the true distances
     tree = topology.tree_only() if getattr(topology, "has_links", False) else topology
+    timed = _times_messages(graph, topology, method, objective)
+    search = _latency_weighted(graph, topology) if timed else graph  # the QAP the methods solve
     if method == "auto" and "numba" not in sys.modules and not deadline.allows(AUTO_FIRST_CALL):
         given = _given_order(graph, topology, eps)  # auto could not even start: skip its imports
         if given is not None:
             start = time.perf_counter()
-            pe = _within_nodes(graph, topology, _quick_start(graph, tree, given, seed, eps, deadline), deadline)
-            pe = pe if pe is given else _better(graph, topology, pe, given)  # two J passes: only if it differs
+            pe = _within_nodes(search, topology, _quick_start(search, tree, given, seed, eps, deadline), deadline)
+            pe = pe if pe is given else _better(graph, topology, pe, given, timed)  # two passes: only if it differs
             return Mapping(pe, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
@@ -87,25 +94,25 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
         options["time_limit"] = budget
     start = time.perf_counter()
     # the method stops early enough for the checks below (whole-graph passes, not cut)
-    inner = deadline.sooner(_tail_seconds(graph, deadline))
-    pe = METHODS[method].fn(graph, tree, seed=seed, eps=eps, deadline=inner, **options)
+    inner = deadline.sooner(_tail_seconds(graph, deadline, timed))
+    pe = METHODS[method].fn(search, tree, seed=seed, eps=eps, deadline=inner, **options)
     deadline.hit |= inner.hit
     if isinstance(refine, str) and refine.strip().lower() == "moves":  # many-to-one: single-task moves
         from .refine.moves import move_refine
 
-        pe = move_refine(graph, tree, pe, seed=seed, eps=eps, deadline=deadline)
+        pe = move_refine(search, tree, pe, seed=seed, eps=eps, deadline=deadline)
     elif refine:  # any method's result may go through swap refinement
         from .refine.swaps import refine_option, swap_refine_option_depth, swap_refine
 
         if refine_option(refine):
-            pe = swap_refine(graph, tree, pe, seed=seed, eps=eps,
+            pe = swap_refine(search, tree, pe, seed=seed, eps=eps,
                              depth=swap_refine_option_depth(refine_depth), deadline=deadline)
-    pe = apply_objective(graph, tree, np.asarray(pe, dtype=np.int64), objective_of(method, objective),
+    pe = apply_objective(search, tree, np.asarray(pe, dtype=np.int64), objective_of(method, objective),
                          seed=seed, eps=eps, deadline=deadline)
-    pe = _within_nodes(graph, topology, pe, deadline)
+    pe = _within_nodes(search, topology, pe, deadline)
     validate_mapping(pe, graph, topology, eps=eps)
-    if deadline.hit:
-        pe = _not_worse_than_given(graph, topology, pe, eps)
+    if deadline.hit or timed:  # the folded weights price messages only roughly: the true time judges
+        pe = _not_worse_than_given(graph, topology, pe, eps, timed)
     elapsed = time.perf_counter() - start
     return Mapping(pe, method=method, seed=seed, time_s=elapsed, deadline_hit=deadline.hit)
 
@@ -172,6 +179,8 @@ _PER_COST_ENTRY = 1e-7  # seconds per graph entry of one J pass (mapping_cost at
 _TAIL_PASSES = 2          # after the method: J of its last start, or of the given order and the result
                           # (what one computed, the other finds remembered: ``cost.mapping_cost``)
 _TAIL_MARGIN = 1.25       # ... reserved this many times over where their pace was measured
+_TIMED_PASSES = 4         # ... and, judged by the message time, its passes over the bytes and the
+                          # messages of the result and the given order
 
 
 def pass_seconds(graph) -> float:
@@ -180,14 +189,14 @@ def pass_seconds(graph) -> float:
     return _PER_COST_ENTRY * (graph.n_edges + graph.n)
 
 
-def _tail_seconds(graph, deadline: Deadline) -> float:
+def _tail_seconds(graph, deadline: Deadline, timed: bool = False) -> float:
     """Estimated seconds of the whole-graph passes that follow a method's
     search and that no deadline cuts: the J of its last start, the check
-    of the mapping, the comparison with the given order; at the pace the
-    ``deadline`` carries where a caller measured one (with a margin), else
-    at the price."""
+    of the mapping, the comparison with the given order (``timed``: by the
+    message time); at the pace the ``deadline`` carries where a caller
+    measured one (with a margin), else at the price."""
     pace = 1.0 if deadline.pace is None else _TAIL_MARGIN * deadline.pace
-    return _TAIL_PASSES * pass_seconds(graph) * pace
+    return (_TAIL_PASSES + (_TIMED_PASSES if timed else 0)) * pass_seconds(graph) * pace
 
 
 def _within_nodes(graph, topology, pe, deadline: Deadline):
@@ -254,17 +263,37 @@ def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     return _better(graph, topology, pe, given)
 
 
-def _better(graph, topology, pe, other):
-    """``pe`` or ``other``, whichever has the lower J (``other`` on a tie)."""
+def _times_messages(graph, topology, method: str, objective: str | None) -> bool:
+    """Whether the mapping is judged by the message time: the time
+    objective, a graph with message counts, a tree machine."""
+    return (objective_of(method, objective) == "time" and graph.message_coo() is not None
+            and isinstance(topology, Topology))
+
+
+def _latency_weighted(graph, topology):
+    from ..cost import latency_weighted
+
+    return latency_weighted(graph, topology)
+
+
+def _better(graph, topology, pe, other, timed: bool = False):
+    """``pe`` or ``other``, whichever has the lower J, or with ``timed`` the
+    lower message time (``other`` on a tie)."""
+    if timed:
+        from ..cost import message_time
+
+        return pe if message_time(graph, topology, pe).total < message_time(graph, topology, other).total else other
     from ..cost import mapping_cost
 
     return pe if mapping_cost(graph, topology, pe) < mapping_cost(graph, topology, other) else other
 
 
-def _not_worse_than_given(graph, topology, pe, eps):
-    """A search the deadline cut may hold a half-improved start: keep the
-    given order (the identity placement) when that is valid and better."""
+def _not_worse_than_given(graph, topology, pe, eps, timed: bool = False):
+    """A search the deadline cut may hold a half-improved start, and one on
+    latency-folded weights a mapping that only they prefer: keep the given
+    order (the identity placement) when that is valid and better (J, or
+    with ``timed`` the message time)."""
     given = _given_order(graph, topology, eps)
     if given is None or np.array_equal(pe, given):  # nothing to compare (two J passes at 2^22 tasks: 2 s)
         return pe
-    return _better(graph, topology, given, pe)
+    return _better(graph, topology, given, pe, timed)

@@ -12,6 +12,7 @@ import numpy as np
 from ..formats import GRAPH_FORMATS, read_graph
 from ..formats.registry import read_recorded
 from ..graph import CommGraph
+from ..profile.collectives import MODELS
 from ..topology import (Topology, hierarchy_topology, load_topology, mesh_topology_from_spec,
                         parse_hierarchy, topology_from_strings)
 from ..topology.hosts import expand_nodelist, parse_hostfile, slurm_job_slots
@@ -42,9 +43,10 @@ def add_traffic_argument(parser, what: str) -> None:
 
 
 def add_collectives_argument(parser) -> None:
-    parser.add_argument("--collectives", default="tree", choices=["none", "root", "tree", "ring"],
+    parser.add_argument("--collectives", default="tree", choices=list(MODELS),
                         help="OTF2, DUMPI and liballprof traces: how collectives become pairs, "
-                             "as rankmap.profile's --collectives (default tree)")
+                             "as rankmap.profile's --collectives (default tree; mpi: MPICH's "
+                             "algorithms by message size, each step a message)")
 
 
 def add_topology_arguments(parser) -> None:
@@ -412,8 +414,9 @@ def print_comparison(title_before: str, title_after: str, before, after, phased=
     """The short before/after table of ``map``, ``eval`` and ``demo``: J,
     the busiest link (the largest bytes over bandwidth) and its time (with
     ``phased``, before and after: the sum of the phases' link times; with
-    ``replayed``, the replays of the recorded message order), hops per
-    byte, bytes per level."""
+    ``replayed``, the replays of the recorded message order), the message
+    time per rank and its latency and bandwidth parts where the graph counts
+    messages, hops per byte, bytes per level."""
     ratio = after.J / before.J if before.J else 1.0
     seconds = after.link_time_unit == "s"
     scale = 1.0 if seconds else before.link_time or 1.0  # no bandwidth given: relative to the first
@@ -428,6 +431,10 @@ def print_comparison(title_before: str, title_after: str, before, after, phased=
         rows.append(("  phases in turn", time(phased[0]), time(phased[1])))
     if replayed is not None:
         rows.append(("  message order replayed", time(replayed[0].seconds), time(replayed[1].seconds)))
+    if before.time is not None and after.time is not None:
+        rows += [("message time per rank", f"{before.time.total:.3g} s", f"{after.time.total:.3g} s"),
+                 ("  latency (alpha x messages)", f"{before.time.latency:.3g} s", f"{after.time.latency:.3g} s"),
+                 ("  bandwidth (bytes / beta)", f"{before.time.bandwidth:.3g} s", f"{after.time.bandwidth:.3g} s")]
     rows.append(("hops per byte", f"{before.hops_per_byte:.3f}", f"{after.hops_per_byte:.3f}"))
     levels = {}
     for which, rep in (("b", before), ("a", after)):
@@ -443,6 +450,9 @@ def print_comparison(title_before: str, title_after: str, before, after, phased=
     for r in rows:
         print(f"{r[0]:{w0}}  {r[1]:>{w1}}  {r[2]:>{w2}}")
     print(f"{'J ratio':{w0}}  {'':>{w1}}  {ratio:>{w2}.4f}")
+    if after.time is not None and before.time is not None and before.time.total:
+        print(f"{'time ratio':{w0}}  {'':>{w1}}  {after.time.total / before.time.total:>{w2}.4f}"
+              f"  (alpha, beta per level: {after.time.source})")
     if after.busiest_link:
         print(f"busiest link: {after.busiest_link}" + (f" (before: {before.busiest_link})"
                                                        if before.busiest_link != after.busiest_link else ""))

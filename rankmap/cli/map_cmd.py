@@ -231,11 +231,14 @@ def _judge_by_replay(args, topology, mapping, before: dict, deadline) -> None:
 
 def _no_better(before, after, replayed) -> dict | None:
     """Where the mapping changes neither J nor the time (the replay of the
-    recorded message order, else the link time) by more than ``NOISE``:
-    the two ratios; else None."""
+    recorded message order, else the message time where the graph counts
+    messages, else the link time) by more than ``NOISE``: the two ratios;
+    else None."""
     j = after.J / before.J if before.J else 1.0
     if replayed is not None:
         what, t = "message order replayed", replayed[1].seconds / replayed[0].seconds if replayed[0].seconds else 1.0
+    elif after.time is not None and before.time is not None:
+        what, t = "message time", after.time.total / before.time.total if before.time.total else 1.0
     else:
         what, t = "link time", after.link_time / before.link_time if before.link_time else 1.0
     if abs(j - 1) > NOISE or abs(t - 1) > NOISE:
@@ -254,6 +257,18 @@ def _hydra_whole(args, graph, topology, mapping, given_pe) -> tuple[int, float]:
     pe, swaps, rise = mend_for_hydra(graph, topology, mapping.pe_of_task)
     mapping.pe_of_task = pe
     return swaps, rise
+
+
+def _message_times(before, after) -> dict:
+    """The report's message time per rank and its parts, after and before
+    (None where the graph counts no messages)."""
+    out = {}
+    for part in ("total", "latency", "bandwidth"):
+        key = "time" if part == "total" else f"time_{part}"
+        for suffix, rep in (("", after), ("_before", before)):
+            out[key + suffix] = None if rep.time is None else getattr(rep.time, part)
+    out["time_source"] = None if after.time is None else after.time.source
+    return out
 
 
 def _run_distributed(args) -> int:
@@ -347,6 +362,7 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
                    "busiest_link_bytes": after.busiest_link_bytes,
                    "busiest_link_bytes_before": before.busiest_link_bytes,
                    "phased_link_time": phased and phased[1], "phased_link_time_before": phased and phased[0],
+                   **_message_times(before, after),
                    "replay_time": replayed and replayed[1].seconds,
                    "replay_time_before": replayed and replayed[0].seconds,
                    "kept_given_order": given["kept"] is not None or no_better is not None,
