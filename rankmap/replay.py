@@ -6,14 +6,20 @@ wavefront sweep) waits for its messages in order, so mappings that load the
 links alike can run apart.  Here each rank walks its recorded posts and waits
 (``trace.EventLog``): a send starts a flow at once (eager), the flows share
 the tree links max-min fair (progressive filling, recomputed whenever a flow
-starts or ends), and a wait holds its rank until the request's message is
-delivered.  No compute time and no latency: a lower bound, as the link time
-is, in its units.  numpy, Python and one numba kernel (the rates,
-``replay_kernel``); it never imports MPI.
+starts or ends), each message arrives the latency of the level it crosses
+after its last byte (``topology.message_cost``'s alpha; a message without
+bytes takes that alone), and a wait holds its rank until the request's
+message is delivered.  Where no link's bandwidth is given the times are
+relative (distance units) and carry no latency.  No compute time, and a
+collective's modelled messages all start when its last member arrives (its
+steps overlap): a lower bound, as the link time is, in its units.  numpy,
+Python and one numba kernel (the rates, ``replay_kernel``); it never
+imports MPI.
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import NamedTuple
 
 import numpy as np
@@ -21,6 +27,7 @@ import numpy as np
 from .replay_kernel import fair_rates
 from .topology import Topology
 from .topology.bandwidth import link_bandwidths
+from .topology.message_cost import message_costs
 from .trace import EVENT_COLL, EVENT_CSEND, EVENT_RECV, EVENT_SEND, EVENT_WAIT
 
 #: flows ending within this fraction of the next end end with it
@@ -116,7 +123,8 @@ class _Replayer:
     then the ranks' walk and the flows' progress in time.  Per event: its
     op, ``arg`` (WAIT: the request's global index, ``total`` when it names
     none; SEND: the matched RECV, -1 if none; COLL: its collective), whether
-    its flow is instant, its PE pair (flows) and bytes left."""
+    its flow moves no bytes over a link, its latency, its PE pair (flows)
+    and bytes left."""
 
     def __init__(self, events, pe: np.ndarray, topology: Topology):
         ptr = np.asarray(events.ptr, dtype=np.int64)
@@ -155,13 +163,18 @@ class _Replayer:
         instant = np.zeros(total, dtype=bool)
         instant[flows] = ((self.paths[self.pair[flows]] == self.capacity.size - 1).all(axis=1)
                           | (nbytes[flows] <= 0) | ~to_world[flows])
+        latency = np.zeros(total)
+        if link_bandwidths(topology).unit == "s":  # seconds: each message also waits its level's alpha
+            meet = topology.lca(pairs[0], pairs[1])
+            latency[flows] = np.where(to_world[flows], message_costs(topology).alpha[meet][pair.ravel()], 0.0)
         self.left = nbytes.astype(np.float64)
         self.n, self.total, self.ptr = n, total, ptr
         self.op, self.arg, self.instant = op.tolist(), arg.tolist(), instant.tolist()
+        self.latency = latency.tolist()
         self.need = events.sizes()[keys[0]].tolist()
 
     def run(self, deadline) -> Replay | None:
-        op, arg, instant, need = self.op, self.arg, self.instant, self.need
+        op, arg, instant, need, latency = self.op, self.arg, self.instant, self.need, self.latency
         done = [o not in (EVENT_SEND, EVENT_RECV) for o in op] + [True]
         waiter: dict[int, int] = {}                      # request -> the rank waiting for it
         pc, end = self.ptr[:-1].tolist(), self.ptr[1:].tolist()
@@ -169,6 +182,7 @@ class _Replayer:
         outstanding = [0] * len(need)                    # its flows not yet delivered
         flow_inst: dict[int, int] = {}
         ready, delivered, started = list(range(self.n)), [], []
+        landing: list[tuple[float, int]] = []           # (when, event): bytes through, latency to go
         now, active = 0.0, np.empty(0, dtype=np.int64)
         checked = 0
 
@@ -180,7 +194,17 @@ class _Replayer:
             return i
 
         def start(e):
-            (delivered if instant[e] else started).append(e)
+            if instant[e]:
+                arrive(e)
+            else:
+                started.append(e)
+
+        def arrive(e):
+            """The flow's last byte is through: delivered after its latency."""
+            if latency[e] > 0:
+                heapq.heappush(landing, (now + latency[e], e))
+            else:
+                delivered.append(e)
 
         def complete(q):
             done[q] = True
@@ -239,16 +263,27 @@ class _Replayer:
             if started:
                 active = np.concatenate([active, started])
                 started.clear()
-            if not active.size:
+            if not active.size and not landing:
                 break
-            rate = fair_rates(self.paths, self.pair[active], self.capacity)
-            t = self.left[active] / rate
-            dt = float(t.min())
-            now += dt
-            end_now = t <= dt * (1 + _TIE)
-            self.left[active] -= rate * dt
-            delivered.extend(active[end_now].tolist())
-            active = active[~end_now]
+            dt, rate = np.inf, None
+            if active.size:
+                rate = fair_rates(self.paths, self.pair[active], self.capacity)
+                t = self.left[active] / rate
+                dt = float(t.min())
+            if landing and landing[0][0] < now + dt:  # a message lands before the next flow ends
+                dt = landing[0][0] - now
+                now = landing[0][0]
+                while landing and landing[0][0] <= now * (1 + _TIE):
+                    delivered.append(heapq.heappop(landing)[1])
+                if rate is not None:
+                    self.left[active] -= rate * dt
+            else:
+                now += dt
+                end_now = t <= dt * (1 + _TIE)
+                self.left[active] -= rate * dt
+                for e in active[end_now].tolist():
+                    arrive(e)
+                active = active[~end_now]
             checked += len(delivered)
             if deadline is not None and checked >= _CHECK_EVERY:
                 checked = 0

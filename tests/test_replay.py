@@ -37,10 +37,13 @@ def wait(event):
     return (EVENT_WAIT, event, 0)
 
 
-def cluster(arities=(4, 4), distances=(1, 100), rate=C):
-    """Nodes of ``arities[0]`` PEs whose links into the switch carry ``rate``."""
+def cluster(arities=(4, 4), distances=(1, 100), rate=C, latency=0.0):
+    """Nodes of ``arities[0]`` PEs whose links into the switch carry
+    ``rate``; a message between nodes takes ``latency`` more, inside a node
+    none (hand-timed: the bytes alone unless a test gives one)."""
     t = hierarchy_topology(list(arities), list(distances))
     t.node_uplink = np.where(t.parent == 0, rate, np.nan)
+    t.node_latency = np.where(t.node_depth == 0, latency, np.where(t.node_depth < t.max_depth, 0.0, np.nan))
     return t
 
 
@@ -60,6 +63,23 @@ def test_a_forwarded_message_takes_the_sum():
     assert replay_time(chain, [0, 4, 8], cluster()).seconds == pytest.approx(4 * S / C)
 
 
+def test_each_message_lands_its_levels_latency_after_its_bytes():
+    alpha = 80e-6
+    pingpong = log([send(1, 0), wait(0), recv(1, 0), wait(2)], [recv(0, 0), wait(0), send(0, 0), wait(2)])
+    across, inside = [0, 4], [0, 1]
+    assert replay_time(pingpong, across, cluster(latency=alpha)).seconds == pytest.approx(2 * alpha)
+    assert replay_time(pingpong, inside, cluster(latency=alpha)).seconds == pytest.approx(0.0)
+    # bytes and latency add up along a chain; a thousand small messages pay a thousand latencies
+    chain = log([send(1, S), wait(0)], [recv(0, S), wait(0), send(2, S), wait(2)], [recv(1, S), wait(0)])
+    assert replay_time(chain, [0, 4, 8], cluster(latency=alpha)).seconds == pytest.approx(2 * (S / C + alpha))
+    many = log(*[[e if e[0] != EVENT_WAIT else wait(i - 1) for i, e in enumerate(r)]
+                 for r in ([send(1, 8), wait(0)] * 1000, [recv(0, 8), wait(0)] * 1000)])
+    assert replay_time(many, across, cluster(latency=alpha)).seconds == pytest.approx(1000 * (8 / C + alpha))
+    # machines without bandwidths replay in relative units: no latency
+    relative = hierarchy_topology([4, 4], [1, 100])
+    assert replay_time(pingpong, across, relative).seconds == 0.0
+
+
 def test_same_node_messages_cross_the_links_inside_the_node():
     one = log([send(1), wait(0)], [recv(0), wait(0)])
     assert replay_time(one, [0, 1], cluster(distances=(0, 100))) == Replay(0.0, 4, 4, 0)
@@ -76,6 +96,7 @@ def test_a_message_takes_its_slowest_link_on_any_tree():
     t = Topology(TreeNode("switch", 1000, [
         TreeNode("node", 10, [TreeNode("socket", 1, pes(2)), TreeNode("socket", 1, pes(2), uplink=3e8)], uplink=1e6),
         TreeNode("rack", 100, racked, uplink=5e5), TreeNode("pe")]))
+    t.node_latency = np.zeros(t.n_nodes)  # the bytes alone
     inverse = link_bandwidths(t).inverse
     for p in range(t.n_pes):
         for q in range(t.n_pes):
