@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..topology import Topology
-from ..topology.bandwidth import parse_rate
+from ..topology.bandwidth import format_latency, parse_latency, parse_rate
 from ..topology.hosts import expand_nodelist
 from ..topology.tree import TreeNode, format_distance, format_hierarchy
 
@@ -47,6 +47,10 @@ REQUIRED_TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux",
 NETWORK_ENV = {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"}
 SUBNET_BASE = ipaddress.ip_network("10.213.0.0/16")
 HOST_PREFIX = "node"
+#: one-way latency of a small MPI message between two nodes, measured with
+#: benchmarks/cluster/pingpong.py (MPICH over libfabric tcp through veth and
+#: tbf; docs/methods.md, "Message costs"): what the cluster files say
+EMULATED_LATENCY = "10us"
 _NAME_RE = re.compile(r"^rmx[0-9a-z]{1,7}$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$")
 
@@ -72,6 +76,7 @@ class ClusterSpec:
     racks: int = 1
     rack_bandwidth: str | None = None
     names: str = ""  # the nodes' host names as a Slurm hostlist (cn[01-04]); default node0...
+    latency: str = EMULATED_LATENCY  # a message between nodes (the rates do not change it)
 
     def __post_init__(self):
         if self.nodes < 1 or self.nodes > 250:
@@ -83,6 +88,7 @@ class ClusterSpec:
         parse_rate(self.bandwidth)
         if self.rack_bandwidth is not None:
             parse_rate(self.rack_bandwidth)
+        parse_latency(self.latency)
         if self.names:
             hosts = expand_nodelist(self.names, limit=self.nodes)
             if len(hosts) != self.nodes or len(set(hosts)) != len(hosts):
@@ -112,33 +118,37 @@ class ClusterSpec:
         """The cluster as a rankmap cluster file (``rankmap map --topology``):
         nodes of ``slots`` PEs at distance 1 with the emulated host names,
         under one switch at distance 100 (with racks: rack switches at 100
-        under a top switch at 1000), each link's rate as ``bandwidths``."""
+        under a top switch at 1000), each link's rate as ``bandwidths``, the
+        measured latency of a message between nodes as ``latencies``."""
         arities, dists = self.hierarchy(distances)
         rates = [self.bandwidth] + ([self.rack_bandwidth or self.bandwidth] if self.racks > 1 else [])
         node = format_hierarchy(arities[:1], dists[:1])
         nodes = self.names or f"{HOST_PREFIX}[0-{self.nodes - 1}]"
         network = ":".join(format_distance(d) for d in dists[1:])
+        latencies = ":".join([format_latency(parse_latency(self.latency))] * len(rates))
         return (f"cluster\nhierarchy {node[0]} distances {node[1]}\nnodes {nodes}\n"
-                f"network {arities[1]} distances {network} bandwidths {':'.join(rates)}\n")
+                f"network {arities[1]} distances {network} bandwidths {':'.join(rates)} "
+                f"latencies {latencies}\n")
 
     def topology(self, distances=None) -> Topology:
         """The rankmap topology of the cluster's slots, innermost level first:
         ``slots:nodes`` with distances (1, 100), or ``slots:nodes_per_rack:racks``
         with (1, 100, 1000); node subtrees carry the nodes' host names, links
-        their rates."""
+        their rates, the switches the latency between nodes."""
         per_rack = self.nodes // self.racks
         _, d = self.hierarchy(distances)
+        latency = parse_latency(self.latency)
 
         def node(i: int) -> TreeNode:
             return TreeNode("node", d[0], [TreeNode("pe") for _ in range(self.slots)],
                             name=self.hosts[i], uplink=parse_rate(self.bandwidth) / 8)
 
         if self.racks == 1:
-            return Topology(TreeNode("switch", d[1], [node(i) for i in range(self.nodes)]))
+            return Topology(TreeNode("switch", d[1], [node(i) for i in range(self.nodes)], latency=latency))
         uplink = parse_rate(self.rack_bandwidth or self.bandwidth) / 8
-        racks = [TreeNode("rack", d[1], [node(j * per_rack + i) for i in range(per_rack)], uplink=uplink)
-                 for j in range(self.racks)]
-        return Topology(TreeNode("switch", d[2], racks))
+        racks = [TreeNode("rack", d[1], [node(j * per_rack + i) for i in range(per_rack)], uplink=uplink,
+                          latency=latency) for j in range(self.racks)]
+        return Topology(TreeNode("switch", d[2], racks, latency=latency))
 
 
 def _b36(x: int) -> str:
