@@ -67,6 +67,7 @@ def run(args) -> int:
                    "bottleneck": after.bottleneck, "hops_per_byte": after.hops_per_byte,
                    "link_time": after.link_time, "link_time_unit": after.link_time_unit,
                    "busiest_link": after.busiest_link, "busiest_link_bytes": after.busiest_link_bytes,
+                   **{k: v for k, v in after.as_dict().items() if k.startswith("time")},
                    "balance": balance, "mapping": args.mapping})
         return 0
     print(f"{graph.n} tasks on {topology.n_pes} PEs; mapping {args.mapping}")
