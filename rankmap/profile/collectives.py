@@ -54,6 +54,7 @@ their steps depend on the placement itself (docs/methods.md).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 MODELS = ("none", "root", "tree", "ring", "mpi")
 DEFAULT_MODEL = "mpi"
@@ -104,8 +105,15 @@ def algorithm(op: str, size: int, nbytes: float | None, library: str = "") -> st
     unit of ``nbytes`` (None: as for short messages) under ``library``."""
     if op not in OPS:
         raise ValueError(f"unknown collective operation {op!r}")
-    unit = 0.0 if nbytes is None else float(nbytes)
-    if _family(library) == "openmpi":
+    return choose(op, size, 0.0 if nbytes is None else float(nbytes), _family(library))
+
+
+@lru_cache(maxsize=4096)
+def choose(op: str, size: int, unit: float, family: str) -> str:
+    """``algorithm`` for a known ``family`` (``LIBRARIES``) and a unit in
+    bytes, remembered: a program repeats a few calls, and the profiler asks
+    at every collective call."""
+    if family == "openmpi":
         return _openmpi_algorithm(op, size, unit)
     return _mpich_algorithm(op, size, unit)
 

@@ -54,7 +54,7 @@ from mpi4py import MPI
 
 from ..trace import EVENT_COLL, EVENT_RECV, EVENT_SEND
 from .buffers import buffer_bytes, raw_nbytes, vector_bytes
-from .collectives import algorithm as _algorithm
+from .collectives import choose as _algorithm
 from .collectives import intercomm_plan as _intercomm_plan
 from .collectives import plan as _model_plan
 from .recorder import Recorder
