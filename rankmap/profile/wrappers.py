@@ -41,7 +41,7 @@ The hot path: each recording method is generated with exactly the signature
 of the mpi4py method it wraps (mpi4py's own default objects), so a call
 costs one extra Python frame without ``*args``/``**kwargs`` packing, plus a
 short function that counts; collective plans are cached per communicator
-and (operation, root).  Pickled sizes are captured per thread.
+and (operation, root, algorithm).  Pickled sizes are captured per thread.
 """
 
 from __future__ import annotations
