@@ -26,7 +26,10 @@ host in hwloc's logical order (what an Open MPI rankfile's ``slot=K`` names),
 resolved on the host itself when the mapping knew only the machine's shape.
 ``device`` is ``-`` or ``KIND:INDEX``: ``cuda`` (CUDA_VISIBLE_DEVICES,
 CUDA's order), ``nvml`` (CUDA_VISIBLE_DEVICES in PCI order), ``rocr``
-(ROCR_VISIBLE_DEVICES), ``ze`` (ZE_AFFINITY_MASK).
+(ROCR_VISIBLE_DEVICES), ``ze`` (ZE_AFFINITY_MASK).  The index is the one
+the runtime gives the device, a partition of a partitioned GPU included
+(``rocr:17``: partition 17 of a node whose MI300As run in CPX mode);
+``ze:N.M`` names stack M of Intel GPU N (Level Zero's COMPOSITE mode).
 
 Standard library only until a logical core must be resolved: the wrapper
 runs before every rank and must start fast.  Errors are one line on stderr
@@ -182,9 +185,11 @@ def check_device(device: str) -> str | None:
     if device == "-":
         return None
     kind, sep, index = device.partition(":")
-    if not sep or kind not in DEVICE_ENVIRONMENT or not index.isdigit():
+    whole, dot, stack = index.partition(".")
+    stacked = dot and kind == "ze" and stack.isdigit()
+    if not sep or kind not in DEVICE_ENVIRONMENT or not whole.isdigit() or (dot and not stacked):
         raise ValueError(f"device {device[:30]!r} is not KIND:INDEX with KIND one of "
-                         f"{', '.join(DEVICE_ENVIRONMENT)} (or - for none)")
+                         f"{', '.join(DEVICE_ENVIRONMENT)} (ze:N.M for a stack; or - for none)")
     return device
 
 

@@ -4,7 +4,8 @@
 Three sources describe a node:
 
 - a built-in node type (``GPU_NODES``) written from the vendors' and
-  centres' public documentation;
+  centres' public documentation, in a partition mode where its GPUs have
+  them (``mi300a:cpx``: one PE per partition, ``partitions``);
 - a GPU node file (``read_gpu_node_file``): one line per GPU and the link
   bandwidths;
 - an hwloc XML with its GPUs (``hwloc_gpus``).
@@ -23,6 +24,7 @@ import numpy as np
 
 from ..cpulist import parse_cpulist
 from .links import gpu_distances, gpu_node
+from .partitions import cores_of, package_distance, share_out, split_packages
 from .tree import Topology
 
 
@@ -31,7 +33,12 @@ class GpuNodeType:
     """A node type from public documentation: GPU links as ``(a, b,
     GB/s)``, switches as extra vertices of the link graph, each GPU's device
     and CPUs, and the GPUs the NICs hang off (``None``: every GPU has its
-    own)."""
+    own).
+
+    GPUs that can be partitioned name their ``modes`` (mode -> partitions
+    per GPU, the first the default), their memory bandwidth (GB/s: what
+    partitions of one package exchange through) and the hardware threads
+    per core of their CPU lists (``partitions.cores_of``)."""
 
     name: str
     about: str
@@ -40,8 +47,11 @@ class GpuNodeType:
     links: tuple[tuple[int, int, float], ...]
     switches: int = 0
     nic_gpus: tuple[int, ...] | None = None
+    modes: tuple[tuple[str, int], ...] = ()
+    memory_bandwidth: float = 0.0
+    threads: int = 1
 
-    def node(self, host: str | None = None) -> Topology:
+    def node(self, host: str | None = None, mode: str | None = None) -> Topology:
         k = len(self.devices)
         bandwidth = np.zeros((k + self.switches, k + self.switches))
         for a, b, gbs in self.links:
@@ -51,8 +61,29 @@ class GpuNodeType:
         egress = None
         if self.nic_gpus is not None:
             egress = distance[:, list(self.nic_gpus)].min(axis=1)
-        return gpu_node(list(self.devices), [sorted(parse_cpulist(c)) for c in self.cpus], distance,
-                        egress, f"built-in {self.name}", host)
+        cpus = [sorted(parse_cpulist(c)) for c in self.cpus]
+        parts = self.partitions(mode)
+        source = f"built-in {self.name}" + (f":{mode}" if mode else "")
+        if parts == 1:
+            return gpu_node(list(self.devices), cpus, distance, egress, source, host)
+        inner = np.full(k, package_distance(self.memory_bandwidth))
+        distance, egress, package = split_packages(distance, [parts] * k, inner, egress)
+        kind = self.devices[0].partition(":")[0]
+        devices = [f"{kind}:{i}" for i in range(k * parts)]   # the runtime numbers partitions in order
+        shares = [share for c in cpus for share in share_out(cores_of(c, self.threads), parts)]
+        return gpu_node(devices, shares, distance, egress, source, host)
+
+    def partitions(self, mode: str | None) -> int:
+        """Partitions per GPU in ``mode`` (None: the default mode)."""
+        if mode is None:
+            return self.modes[0][1] if self.modes else 1
+        for name, parts in self.modes:
+            if name == mode:
+                return parts
+        if not self.modes:
+            raise ValueError(f"--gpu-node {self.name}:{mode}: the {self.name} node has no partition modes")
+        raise ValueError(f"--gpu-node {self.name}:{mode}: partition mode one of "
+                         f"{', '.join(n for n, _ in self.modes)}")
 
 
 def _frontier() -> GpuNodeType:
@@ -81,7 +112,25 @@ def _nvswitch(name: str, about: str, per_switch: tuple[float, ...], cpus: tuple[
                        switches=len(per_switch))
 
 
+def _mi300a() -> GpuNodeType:
+    # LLNL's El Capitan systems overview (El Capitan, Tuolumne, RZAdams; HPE
+    # Cray EX255a): 4 AMD MI300A APUs, each its own socket and NUMA domain
+    # with 24 Zen 4 cores (3 CCDs) and 128 GB of HBM3, every APU joined to
+    # each of the others by two Infinity Fabric links, 256 GB/s both ways
+    # (128 each way); AMD's MI300A data sheet: 5.3 TB/s of HBM3; one
+    # Slingshot NIC per APU.  Cores 0-95 with their second threads 96-191
+    # (the lstopo output of an EX255a node in mpibind's issue 45).  Modes
+    # as ROCm's compute partitioning names them: SPX one GPU per APU, TPX
+    # three (two XCDs each), CPX six (one XCD each).
+    links = tuple((a, b, 128.0) for a in range(4) for b in range(a + 1, 4))
+    cpus = tuple(f"{24 * p}-{24 * p + 23},{96 + 24 * p}-{96 + 24 * p + 23}" for p in range(4))
+    return GpuNodeType("mi300a", "LLNL El Capitan / Tuolumne node: 4 AMD MI300A APUs (24 cores each)",
+                       tuple(f"rocr:{p}" for p in range(4)), cpus, links,
+                       modes=(("spx", 1), ("tpx", 3), ("cpx", 6)), memory_bandwidth=5300.0, threads=2)
+
+
 GPU_NODES: dict[str, GpuNodeType] = {
+    "mi300a": _mi300a(),
     "frontier": _frontier(),
     # NVIDIA DGX A100 user guide: 8 A100, 6 NVSwitches, 12 NVLink 3 links per
     # GPU (2 to each switch, 25 GB/s each way per link); two 64-core EPYC
@@ -100,6 +149,7 @@ GPU_NODES: dict[str, GpuNodeType] = {
                                 for s in (0, 1) for i in range(4))),
 }
 GPU_NODES["lumi-g"] = GPU_NODES["frontier"]
+GPU_NODES["el-capitan"] = GPU_NODES["mi300a"]
 
 
 def read_gpu_node_file(path) -> Topology:
@@ -183,14 +233,15 @@ def _gpu_line(where: str, words: list[str]):
 
 
 def load_gpu_node(spec: str) -> Topology:
-    """A built-in node type by name, a GPU node file, or an hwloc XML with
-    GPUs."""
+    """A built-in node type by name (``NAME:MODE`` picks a partition
+    mode: ``mi300a:cpx``), a GPU node file, or an hwloc XML with GPUs."""
     key = spec.strip().lower()
-    if key in GPU_NODES:
-        return GPU_NODES[key].node()
+    name, _, mode = key.partition(":")
+    if name in GPU_NODES:
+        return GPU_NODES[name].node(mode=mode or None)
     path = Path(spec)
     if not path.exists():
-        raise ValueError(f"--gpu-node {spec}: neither a built-in node type ({', '.join(sorted(GPU_NODES))}) "
+        raise ValueError(f"--gpu-node {spec}: neither a built-in node type ({', '.join(_listed())}) "
                          "nor a file")
     with open(path, "rb") as fh:
         head = fh.read(512).lstrip()
@@ -199,3 +250,9 @@ def load_gpu_node(spec: str) -> Topology:
 
         return read_hwloc_gpus(path)
     return read_gpu_node_file(path)
+
+
+def _listed() -> list[str]:
+    """The built-in names, each with its partition modes."""
+    return [name + (f"[:{'|'.join(m for m, _ in t.modes)}]" if t.modes else "")
+            for name, t in sorted(GPU_NODES.items())]

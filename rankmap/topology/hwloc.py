@@ -267,12 +267,14 @@ class _Walker:
 
     def _io(self, elem) -> None:
         """Bridges, PCI and OS devices hold no PUs; the PCI devices are
-        kept for the nearest CPU object above them (their locality)."""
+        kept for the nearest CPU object above them (their locality), each
+        with its OS devices, nested ones too (Level Zero's subdevices
+        ``ze0.1`` sit inside ``ze0``)."""
         for pci in elem.iter("object"):
             if pci.get("type") != "PCIDev":
                 continue
-            os_devices = [(d.get("name") or "", _gp(d)) for d in pci
-                          if d.tag == "object" and d.get("type") == "OSDev"]
+            os_devices = [(d.get("name") or "", _gp(d)) for d in pci.iter("object")
+                          if d.get("type") == "OSDev"]
             device = IoDevice(pci.get("pci_busid") or "", _gp(pci), os_devices,
                               sourceline=pci.sourceline)
             self.devices.append(device)
