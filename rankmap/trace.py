@@ -17,6 +17,9 @@ File convention: ``NAME.rmtrace.npz``, a plain numpy ``.npz`` (zip of
                     started (nothing flushed since the start)
 ``rank_t_start``, ``rank_t_end``   Unix times per covered rank
 ``binding_ptr``, ``binding_cpus``  CSR list of each covered rank's CPU set
+``gpu_ptr``, ``gpu_json``  optional: each covered rank's GPU record
+                    (``rankmap.profile.gpu``: visible-device variables, the
+                    devices it opened), UTF-8 JSON, empty where none
 ``{kind}_src``, ``{kind}_dst``, ``{kind}_phase``, ``{kind}_bytes``,
 ``{kind}_msgs``     sparse traffic for kind in p2p, collective, rma: world
                     ranks, phase id, bytes (float64: collective models may
@@ -172,6 +175,7 @@ class RankInfo(NamedTuple):
     status: str
     t_start: float
     t_end: float
+    gpu: str | None = None   # JSON: the GPU it used (rankmap.profile.gpu), None: not recorded
 
 
 @dataclass
@@ -209,6 +213,11 @@ class Trace:
     @property
     def bindings(self) -> list:
         return self._per_rank("binding")
+
+    @property
+    def gpus(self) -> list:
+        """Each rank's GPU record (JSON text), None where none was recorded."""
+        return self._per_rank("gpu")
 
     @property
     def status(self) -> list:
@@ -343,6 +352,10 @@ class Trace:
             "binding_ptr": np.concatenate([[0], np.cumsum([len(b) for b in binds])]).astype(np.int64),
             "binding_cpus": np.array([c for b in binds for c in b], dtype=np.int32),
         }
+        if any(i.gpu for i in infos):
+            gpus = [(i.gpu or "").encode() for i in infos]
+            arrays["gpu_ptr"] = np.concatenate([[0], np.cumsum([len(g) for g in gpus])]).astype(np.int64)
+            arrays["gpu_json"] = np.frombuffer(b"".join(gpus), dtype=np.uint8)
         for kind in KINDS:
             e = self.edges[kind]
             arrays.update({f"{kind}_src": e["src"].astype(np.int32), f"{kind}_dst": e["dst"].astype(np.int32),
@@ -559,11 +572,12 @@ def _build(meta: dict, a: dict, source: str) -> Trace:
     ptr = _array(source, a, "binding_ptr", r_count + 1, low=0, high=cpus.size)
     if ptr.size and (ptr[0] != 0 or ptr[-1] != cpus.size or np.any(np.diff(ptr) < 0)):
         raise ValueError(f"{source}: member 'binding_ptr' is not an index into 'binding_cpus'")
+    gpus = _gpu_records(source, a, r_count)
     info = {}
     for i, r in enumerate(ranks.tolist()):
         h = int(host[i])
         info[r] = RankInfo(hosts_list[h] if h >= 0 else None, cpus[ptr[i]:ptr[i + 1]].tolist(),
-                           statuses[int(status[i])], float(t0[i]), float(t1[i]))
+                           statuses[int(status[i])], float(t0[i]), float(t1[i]), gpus[i])
     edges = {}
     for kind in KINDS:
         count = a[f"{kind}_src"].size
@@ -579,6 +593,21 @@ def _build(meta: dict, a: dict, source: str) -> Trace:
     keep = {k: v for k, v in meta.items() if k not in ("hosts", "host_topology_xml", "phases", "statuses")}
     events = _events(source, a, n, ranks) if any(k.startswith("events_") for k in a) else None
     return Trace(n, edges, list(meta["phases"]), info, xml, keep, source, events)
+
+
+def _gpu_records(source, a: dict, count: int) -> list:
+    """Each covered rank's GPU record text (None where empty or absent)."""
+    if "gpu_ptr" not in a:
+        return [None] * count
+    text = _array(source, a, "gpu_json", low=0, high=255)
+    ptr = _array(source, a, "gpu_ptr", count + 1, low=0, high=text.size)
+    if ptr.size and (ptr[0] != 0 or ptr[-1] != text.size or np.any(np.diff(ptr) < 0)):
+        raise ValueError(f"{source}: member 'gpu_ptr' is not an index into 'gpu_json'")
+    raw = text.astype(np.uint8).tobytes()
+    try:
+        return [raw[ptr[i]:ptr[i + 1]].decode() or None for i in range(count)]
+    except UnicodeDecodeError:
+        raise ValueError(f"{source}: member 'gpu_json' is not UTF-8 text") from None
 
 
 def _events(source, a: dict, n: int, ranks: np.ndarray) -> EventLog:

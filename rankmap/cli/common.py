@@ -140,9 +140,10 @@ def load_machine(args, graph_source: str | None = None) -> tuple[Topology, np.nd
         elif args.topology:
             topo = load_topology(args.topology)
     if topo is not None:
-        return topo, None if trace is None else _hosts_placement(trace.hosts, topo)
+        return topo, None if trace is None else _recorded_gpus(args, trace, topo, _hosts_placement(trace.hosts, topo))
     if trace is not None and _per_gpu(args):
-        return _trace_gpus(trace), None
+        topo = _trace_gpus(trace)
+        return topo, _recorded_gpus(args, trace, topo, None)
     if trace is not None:
         topo, recorded = trace.topology_and_placement()
         if topo is not None:
@@ -245,6 +246,20 @@ def check_fits(graph: CommGraph, topology, eps) -> None:
 
 def _per_gpu(args) -> bool:
     return bool(getattr(args, "gpu_node", None)) or getattr(args, "per", None) == "gpu"
+
+
+def _recorded_gpus(args, trace, topo, otherwise):
+    """On GPU nodes, the GPU each rank of the trace used (its recorded
+    record, ``topology.rank_gpus``); ``otherwise`` where that is not known
+    (said once) or the machine is not one of GPUs."""
+    if not _per_gpu(args):
+        return otherwise
+    from ..topology.rank_gpus import gpu_placement
+
+    pe, note = gpu_placement(trace, topo)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    return otherwise if pe is None else pe
 
 
 def _trace_gpus(trace) -> Topology:

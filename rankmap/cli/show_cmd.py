@@ -4,7 +4,9 @@ heaviest pairs, missing ranks; ``--plot FILE`` draws the byte matrix as a
 heat map with node boundaries, the nodes in name order, colours in
 proportion to the bytes (``--scale log`` shows small messages too; needs
 the ``plot`` extra, matplotlib), and ``--mapping FILE`` the matrix in a new
-launch order beside it."""
+launch order beside it; ``--per gpu`` lists the GPU each rank used (the
+visible-device variables and the device it opened, as the profiler recorded
+them) and orders the ranks of each node by it in the heat map."""
 
 from __future__ import annotations
 
@@ -37,6 +39,9 @@ def add_arguments(p) -> None:
     p.add_argument("--scale", default="linear", choices=["linear", "log"],
                    help="colour scale of the heat map: linear (default: colour in proportion to the bytes, "
                         "so the pairs that cost most stand out) or log (small messages visible too)")
+    p.add_argument("--per", choices=["gpu"], default=None,
+                   help="gpu: list the GPU each rank used (what the launcher made visible, the "
+                        "device it opened) and order each node's ranks by their GPUs in the plot")
     p.add_argument("--mapping", metavar="FILE",
                    help="with --plot: also draw the matrix in the order of this launch file (any "
                         "that rankmap map -o writes: perm, MPICH_RANK_ORDER, hydra machinefile, "
@@ -109,20 +114,50 @@ def host_order(hosts) -> dict[str, int]:
     return {h: i for i, h in enumerate(sorted(set(hosts), key=key))}
 
 
-def plot(trace, path, kind="all", phase=None, mapping: str | None = None, scale: str = "linear") -> list:
+def gpu_summary(trace) -> str:
+    """The GPU each rank used, one line each (``topology.rank_gpus``)."""
+    from ..topology.rank_gpus import rank_gpu_lines
+
+    if not any(trace.gpus):
+        return ("GPUs      none recorded (the profiler records the visible-device variables and the "
+                "device each rank opened)")
+    return "\n".join([f"{'rank':>6}  {'host':<16} {'gpu':<14} known from", *rank_gpu_lines(trace)])
+
+
+def _gpu_order(trace) -> np.ndarray:
+    """Each rank's place among its node's ranks by the GPU it used (device
+    index, ranks of unknown GPU after, in rank order)."""
+    from ..topology.rank_gpus import rank_devices
+
+    def key(device):
+        if device is None:
+            return (1, ())
+        return (0, tuple(int(x) for x in device.partition(":")[2].split(".") if x.isdigit()))
+
+    keys = [key(d) for _g, d in rank_devices(trace)]
+    order = sorted(range(trace.nranks), key=lambda r: (keys[r], r))
+    place = np.empty(trace.nranks, dtype=np.int64)
+    place[order] = np.arange(trace.nranks)
+    return place
+
+
+def plot(trace, path, kind="all", phase=None, mapping: str | None = None, scale: str = "linear",
+         per_gpu: bool = False) -> list:
     """Save ``heat_map``'s picture to ``path``; returns each panel's share of
     bytes between ranks on one node (None where the hosts are unknown)."""
     import matplotlib.pyplot as plt
 
-    fig, shares = heat_map(trace, kind, phase, mapping, scale)
+    fig, shares = heat_map(trace, kind, phase, mapping, scale, per_gpu)
     fig.savefig(path)
     plt.close(fig)
     return shares
 
 
-def heat_map(trace, kind="all", phase=None, mapping: str | None = None, scale: str = "linear"):
+def heat_map(trace, kind="all", phase=None, mapping: str | None = None, scale: str = "linear",
+             per_gpu: bool = False):
     """Heat map of the byte matrix, ranks on both axes grouped by the host
-    they ran on (hosts in ``host_order``) with node boundaries where the
+    they ran on (hosts in ``host_order``; with ``per_gpu`` each host's
+    ranks in the order of their GPUs) with node boundaries where the
     trace knows the hosts; with ``mapping`` (a launch file) the matrix in
     the new order beside it.  ``scale`` linear colours cells in proportion
     to their bytes (what costs most stands out), log shows small messages
@@ -139,7 +174,8 @@ def heat_map(trace, kind="all", phase=None, mapping: str | None = None, scale: s
     hosts = list(trace.hosts)
     if all(hosts):  # ranks grouped by the host they ran on
         place = host_order(hosts)
-        order = np.argsort([place[h] for h in hosts], kind="stable")
+        within = _gpu_order(trace) if per_gpu else np.arange(len(hosts))
+        order = np.lexsort((within, [place[h] for h in hosts]))
         panels = [(order, [hosts[t] for t in order], "as recorded")]
     else:
         panels = [(np.arange(g.n), None, "as recorded (hosts unknown)")]
@@ -231,8 +267,11 @@ def run(args) -> int:
         raise UserError(f"{args.trace}: a communication graph, not a recorded run: nothing to "
                         "summarise beyond what 'rankmap eval' reports")
     print(summary(trace, args.top, args.traffic, args.phase))
+    if args.per == "gpu":
+        print("\n" + gpu_summary(trace))
     if args.plot:
-        shares = plot(trace, args.plot, args.traffic, args.phase, args.mapping, args.scale)
+        shares = plot(trace, args.plot, args.traffic, args.phase, args.mapping, args.scale,
+                      args.per == "gpu")
         print(f"\nheat map written to {args.plot}")
         if all(x is not None for x in shares):
             print("bytes within a node: " + " -> ".join(f"{x:.1%}" for x in shares))

@@ -31,7 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import trace as tracefmt
-from . import wrappers
+from . import gpu, wrappers
 from .parts import FLUSH_INTERVAL, host_topology_xml, merge_when_complete, output_problem
 from .recorder import Recorder
 
@@ -66,6 +66,7 @@ class Session:
         self._private = world.Dup()  # the profiler's own traffic never mixes with the program's
         self.host = socket.gethostname()
         self.binding = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self.gpu = gpu.record(probe=False)   # the devices opened are asked at the end (write_part)
         self.xml = None
         if topology:  # one rank per host records the host's topology
             node = world.Split_type(MPI.COMM_TYPE_SHARED)
@@ -93,7 +94,7 @@ class Session:
 
     # --------------------------------------------------------------- parts
     def own_trace(self, status: str, edges=None) -> tracefmt.Trace:
-        info = tracefmt.RankInfo(self.host, self.binding, status, self.t_start, time.time())
+        info = tracefmt.RankInfo(self.host, self.binding, status, self.t_start, time.time(), self.gpu)
         events = self.recorder.events
         return tracefmt.Trace(self.size, self.recorder.edges() if edges is None else edges,
                               list(self.recorder.phases), {self.rank: info},
@@ -105,6 +106,8 @@ class Session:
         """Write this rank's part; a periodic flush (``flushed``) writes only
         when the counters or the event log changed since the last write, so
         an idle or finished-talking rank costs nothing."""
+        if status in ("complete", "error", "exit"):   # the program's thread, its devices opened
+            self.gpu = gpu.record()
         with self._lock:
             edges, phases = self.recorder.edges(), list(self.recorder.phases)
             events = self.recorder.events

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from ... import trace as tracefmt
+from .. import gpu
 from ..parts import host_topology_xml, merge_when_complete, output_problem
 from . import build, counts
 
@@ -156,7 +157,8 @@ class Supervisor:
 
     def write_part(self, status: str) -> None:
         s = self.snapshot
-        info = tracefmt.RankInfo(s.host, s.cpus, status, s.t_start, s.t_end)
+        info = tracefmt.RankInfo(s.host, s.cpus, status, s.t_start, s.t_end,
+                                 gpu.record(probe=False))   # the program's environment is this one's
         rec = counts.recorder(s, self.model)
         part = tracefmt.Trace(s.size, rec.edges(), list(rec.phases), {s.rank: info},
                               {s.host: self.xml} if self.xml is not None else {}, dict(self.meta),
