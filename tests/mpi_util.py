@@ -126,3 +126,32 @@ def check_killed_run(out: Path, victim: int, tmp_path: Path) -> None:
                              str(tmp_path / "s.rmtrace.npz"), "--strict"],
                             capture_output=True, text=True, timeout=60)
     assert strict.returncode == 2 and "did not finish (--strict)" in strict.stderr, strict.stderr
+
+
+def run_mpi_per_rank_env(envs: list[dict], args: list[str], timeout: float = 180,
+                         cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``python ARGS`` as ``len(envs)`` ranks, rank r started with
+    ``envs[r]`` set, as a launcher that binds each rank to its GPU starts
+    them: one MPMD segment per rank (hydra's ``-env``, Open MPI's ``-x``).
+    Fails the test on a timeout or a non-zero exit."""
+    exe = mpiexec_path()
+    if exe is None:
+        pytest.skip("no mpiexec: install the 'mpich' extra (pip install .[mpich]) or a site MPI")
+    opts, launch_env = launch_options(len(envs))
+    cmd = [exe, *opts]
+    for r, env in enumerate(envs):
+        cmd += [":"] if r else []
+        cmd += ["-n", "1"]
+        for key, value in env.items():
+            cmd += ["-x", f"{key}={value}"] if mpi_kind() == "openmpi" else ["-env", key, str(value)]
+        cmd += [sys.executable, *args]
+    full_env = {**os.environ, **launch_env,
+                "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{len(envs)} ranks timed out after {timeout}s (hang?)\nstdout: {exc.stdout}\n"
+                    f"stderr: {exc.stderr}")
+    if proc.returncode != 0:
+        pytest.fail(f"{len(envs)} ranks exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc

@@ -20,7 +20,7 @@ from rankmap.topology.cluster import cluster_of_hosts
 from rankmap.topology.gpu_nodes import load_gpu_node
 from rankmap.topology.rank_gpus import _by_bus_id, gpu_placement, read_record
 from rankmap.trace import RankInfo, Trace, read_trace
-from tests.mpi_util import ROOT, launch_options, mpi_kind, mpiexec_path
+from tests.mpi_util import ROOT, run_mpi_per_rank_env
 
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
 PROGRAMS = Path(__file__).parent / "mpi_programs"
@@ -30,25 +30,10 @@ GCDS = [0, 2, 4, 6, 1, 3, 5, 7]
 
 
 def _record_per_rank_env(tmp_path, envs: list[dict], args: list[str]) -> Path:
-    """Profile ``gpu_pairs.py ARGS`` with rank r started in ``envs[r]``, as
-    a launcher that binds GPUs starts each rank (an MPMD line: hydra's
-    ``-env``, Open MPI's ``-x``)."""
-    exe = mpiexec_path()
-    if exe is None:
-        pytest.skip("no mpiexec")
-    opts, launch_env = launch_options(len(envs))
+    """Profile ``gpu_pairs.py ARGS`` with rank r started in ``envs[r]``."""
     out = tmp_path / "run.rmtrace.npz"
-    cmd = [exe, *opts]
-    for r, env in enumerate(envs):
-        if r:
-            cmd.append(":")
-        cmd += ["-n", "1"]
-        for key, value in env.items():
-            cmd += ["-x", f"{key}={value}"] if mpi_kind() == "openmpi" else ["-env", key, str(value)]
-        cmd += [sys.executable, "-m", "rankmap.profile", "-o", str(out), str(SCRIPTS / "gpu_pairs.py"), *args]
-    full = {**os.environ, **launch_env, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=full, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    proc = run_mpi_per_rank_env(envs, ["-m", "rankmap.profile", "-o", str(out), str(SCRIPTS / "gpu_pairs.py"),
+                                       *args], cwd=tmp_path)
     assert proc.stdout.count(": ok") == len(envs), proc.stdout
     return out
 

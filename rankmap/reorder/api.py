@@ -36,6 +36,7 @@ from ..mapping import validate_mapping
 from .arguments import cart_arguments, dist_graph_arguments, reorder_settings
 from .agree import RankmapWarning, ReorderFailed, agreed_arguments, root_step, step, warn_once
 from .exchange import MPIExchange, agreed_symmetric_rows
+from .gpus import gpus_argument, use_gpu
 from .placement import locate
 from .traffic import own_row
 
@@ -87,12 +88,13 @@ class ReorderInfo:
     new_rank: int
     rounds: int = 0         # distributed refinement rounds
     swaps: int = 0          # pairs swapped by the distributed refinement (all copies, kicks too)
-    topology: str = ""      # "given" or "discovered"
+    topology: str = ""      # "given", "discovered" or "gpus (NODE)"
     time_s: float = 0.0
     deadline_hit: bool = False  # rank 0's deadline cut the search (the same on every rank)
     objective: str = ""     # what the centralised path optimised ("time", "sum", "bottleneck")
     link_time_before: float = float("nan")  # the busiest link's bytes over bandwidth, original order
     link_time_after: float = float("nan")   # ... new order (centralised path; relative without bandwidths)
+    device: str | None = None  # on GPU slots: the GPU this process opens for its new rank ("rocr:5")
 
     @property
     def improvement(self) -> float:
@@ -122,6 +124,14 @@ class _Reordered:
             return np.asarray(MPI.Group.Translate_ranks(a, ranks.tolist(), b), dtype=np.int64)
         finally:
             new_group.Free()
+
+    def use_gpu(self) -> int | None:
+        """Make this process's GPU (``reorder.device``) the one its runtime
+        opens: sets the visible-device variable for this process and the
+        libraries it starts; returns the device ordinal to open (0), or
+        None off GPU slots.  Call it before creating a device context
+        (``gpus.use_gpu``)."""
+        return use_gpu(self.reorder.device)
 
     def carry(self, obj):
         """Collective: give ``obj`` (this process's data for its old role) to
@@ -155,7 +165,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
                  objective: str | None = None, refine: str = "auto", distributed: bool | None = None, seed: int = 0,
                  network=None, max_rounds: int = MAX_ROUNDS, min_improvement: float = 1e-4,
                  replicas: int = REPLICAS, kicks: int = 0, multilevel: bool = True,
-                 options: dict | None = None) -> ReorderedComm:
+                 options: dict | None = None, gpus=None) -> ReorderedComm:
     """Collective over ``comm`` (default ``COMM_WORLD``): a new communicator
     in which rank t sits on the slot chosen for task t.
 
@@ -209,6 +219,14 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     raises ``SystemExit`` or ``KeyboardInterrupt`` on any rank stops every
     rank the same way (see ``agree``).
 
+    ``gpus``: the slots are GPUs (``gpus.py``): ``True`` each node's own
+    (hwloc's XML, else sysfs), or a GPU node for every node (a built-in
+    type such as ``"mi300a:cpx"``, a GPU node file, an hwloc XML); the same
+    on every rank.  Each process keeps its node and is told the GPU of its
+    slot (``.reorder.device``; ``newcomm.use_gpu()`` makes it the one its
+    runtime opens), so new rank t runs on the GPU chosen for task t; on
+    fallback each keeps the GPU its slot had.
+
     Returns a
     ``ReorderedComm`` (an ``Intracomm``) with ``.reorder`` saying what
     happened.
@@ -219,7 +237,9 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
     settings = agreed_arguments(comm, reorder_settings, method, refine, distributed, seed,
                                 max_rounds, min_improvement, replicas, kicks, multilevel, options,
                                 objective, same="reorder_comm's settings")
+    gpus = agreed_arguments(comm, gpus_argument, gpus, same="reorder_comm's gpus")
     source = "given" if topology is not None else "discovered"
+    place = None
     # rank 0's clock decides: only rank 0 maps, and the rounds carry its verdict
     deadline = Deadline(call_seconds(settings["options"], settings["method"]), start=begun)
     try:
@@ -228,7 +248,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
             row = step(comm, "reading the traffic", lambda: own_row(
                 _resolve_traffic(comm, traffic), rank, size))
         warn_once(comm, f"rankmap.reorder_comm: {caught[0].message}" if caught else None)
-        place = locate(comm, topology, network)
+        place = locate(comm, topology, network, gpus)
         if place.warning and rank == 0:  # known on every rank: said once per job
             warnings.warn(f"rankmap.reorder_comm: {place.warning}", RankmapWarning, stacklevel=2)
         use_distributed = settings["distributed"]
@@ -244,14 +264,15 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
             warnings.warn(f"rankmap.reorder_comm: {reason}; keeping the original rank order "
                           f"(all {size} ranks)", RankmapWarning, stacklevel=2)
         info = ReorderInfo(True, reason, "none", "", float("nan"), float("nan"), rank, rank,
-                           topology=source, time_s=time.perf_counter() - start)
+                           topology=source if place is None else place.source,
+                           time_s=time.perf_counter() - start, device=None if place is None else place.device)
         return _wrap(ReorderedComm, comm.Dup(), comm, info)
     new = comm.Split(0, key)
     info = ReorderInfo(False, None, info["path"], info["method"], info["J_before"], info["J_after"],
                        rank, new.Get_rank(), info.get("rounds", 0), info.get("swaps", 0),
                        place.source, time.perf_counter() - start, info["deadline_hit"],
                        info.get("objective", "sum"), info.get("T_before", float("nan")),
-                       info.get("T_after", float("nan")))
+                       info.get("T_after", float("nan")), place.device)
     return _wrap(ReorderedComm, new, comm, info)
 
 

@@ -38,6 +38,7 @@ class Placement:
     source: str
     pe_of_rank: np.ndarray
     warning: str | None = None
+    device: str | None = None   # the GPU of this rank's slot ("rocr:5"), None off GPU slots
 
     @property
     def rank_of_pe(self) -> np.ndarray:
@@ -46,10 +47,11 @@ class Placement:
         return inv
 
 
-def locate(comm, topology=None, network=None) -> Placement:
+def locate(comm, topology=None, network=None, gpus: str | None = None) -> Placement:
     """Collective: the slot topology and this rank's label.  Whether a
     topology was given decides the path, so it is agreed first: given on
-    some ranks only fails on every rank."""
+    some ranks only fails on every rank.  ``gpus`` (agreed by the caller):
+    the slots are the nodes' GPUs (``gpus.locate_gpus``)."""
     given = comm.allreduce(int(topology is not None), op=MPI.SUM)
     if 0 < given < comm.Get_size():
         without = comm.allreduce(comm.Get_rank() if topology is None else comm.Get_size(), op=MPI.MIN)
@@ -57,6 +59,10 @@ def locate(comm, topology=None, network=None) -> Placement:
                             f"{without}): pass it on every rank or on none")
     if given:
         return _given(comm, topology)
+    if gpus is not None:
+        from .gpus import locate_gpus
+
+        return locate_gpus(comm, gpus, network)
     return _discovered(comm, network)
 
 
@@ -75,7 +81,7 @@ def _given(comm, topology) -> Placement:
     fingerprint = step(comm, "checking the topology", check)
     same_everywhere(comm, "the topology", fingerprint)
     return Placement(topology, step(comm, "labelling slots", Labels.of, topology, [rank]), "given",
-                     np.arange(size))
+                     np.arange(size), device=topology.pe_device[rank])
 
 
 def _discovery_modules():

@@ -78,3 +78,23 @@ def split_packages(distance, parts, inner, egress=None):
     np.fill_diagonal(out, 0.0)
     e = None if egress is None else np.asarray(egress, dtype=np.float64)[package]
     return out, e, package
+
+
+def shared_gpus(node, ranks: int):
+    """A one-node GPU topology whose GPUs each hold ``ranks`` PEs: several
+    ranks sharing one GPU (as many per GPU as it takes), each with its share
+    of the GPU's CPUs, ranks of one GPU as near as partitions of a package."""
+    from .links import gpu_node
+
+    links = next(iter(node.node_links.values()))
+    k = links.distance.shape[0]
+    devices, cpus = [None] * k, [None] * k
+    for p in range(node.n_pes):
+        row = int(node.pe_link_row[p])
+        devices[row], cpus[row] = node.pe_device[p], node.pe_cpus[p]
+    distance, egress, package = split_packages(links.distance, [ranks] * k, [package_distance()] * k,
+                                               links.egress)
+    shares = [share_out([[c] for c in (cpus[g] or ())], ranks) if cpus[g] else [None] * ranks
+              for g in range(k)]
+    return gpu_node([devices[g] for g in package], [s for g in range(k) for s in shares[g]], distance,
+                    egress, f"{links.source}, {ranks} ranks per GPU", node.hosts()[0])
