@@ -15,7 +15,6 @@ from rankmap.reorder.gpus import _assign, gpus_argument, use_gpu
 from rankmap.topology.gpu_nodes import load_gpu_node
 from rankmap.topology.local_gpus import sysfs_gpus
 from rankmap.topology.partitions import shared_gpus
-from rankmap.topology.rank_gpus import _same_device
 from tests.mpi_util import ROOT, run_mpi, run_mpi_per_rank_env
 
 SCRIPTS = Path(__file__).parent / "mpi_scripts"
@@ -94,12 +93,12 @@ def test_slots_claims_bindings_then_order():
     node = load_gpu_node("frontier")
     dev = list(node.pe_device)
     near_gcd4 = list(node.pe_cpus[dev.index("rocr:4")])[:2]
-    local = _assign("n", node, [None, "rocr:3", None, None], [[], [], near_gcd4, []], _same_device)
+    local = _assign("n", node, [None, "rocr:3", None, None], [[], [], near_gcd4, []])
     assert [dev[p] for p in local] == [dev[0], "rocr:3", "rocr:4", dev[1]]
     shared = shared_gpus(load_gpu_node("frontier"), 2)
     assert shared.n_pes == 16 and sorted(shared.pe_device) == sorted(dev * 2)
     with pytest.raises(RuntimeError, match="more ranks were given rocr:3"):
-        _assign("n", node, ["rocr:3", "rocr:3"], [[], []], _same_device)
+        _assign("n", node, ["rocr:3", "rocr:3"], [[], []])
 
 
 def test_gpus_of_sysfs(tmp_path):

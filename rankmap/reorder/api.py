@@ -36,7 +36,7 @@ from ..mapping import validate_mapping
 from .arguments import cart_arguments, dist_graph_arguments, reorder_settings
 from .agree import RankmapWarning, ReorderFailed, agreed_arguments, root_step, step, warn_once
 from .exchange import MPIExchange, agreed_symmetric_rows
-from .gpus import gpus_argument, use_gpu
+from .gpus import gpu_slots, gpus_argument, use_gpu
 from .placement import locate
 from .traffic import own_row
 
@@ -248,7 +248,7 @@ def reorder_comm(comm=None, traffic=None, *, topology=None, method: str = "auto"
             row = step(comm, "reading the traffic", lambda: own_row(
                 _resolve_traffic(comm, traffic), rank, size))
         warn_once(comm, f"rankmap.reorder_comm: {caught[0].message}" if caught else None)
-        place = locate(comm, topology, network, gpus)
+        place = locate(comm, topology, network, None if gpus is None else gpu_slots(gpus))
         if place.warning and rank == 0:  # known on every rank: said once per job
             warnings.warn(f"rankmap.reorder_comm: {place.warning}", RankmapWarning, stacklevel=2)
         use_distributed = settings["distributed"]

@@ -21,12 +21,19 @@ GPUs on a node share them, as many to each as it takes
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
+from mpi4py import MPI
 
 from ..algorithms.distributed.swap_rounds import Labels
+from ..bind import device_environment
+from ..profile.gpu import record
+from ..topology.partitions import shared_gpus
+from ..topology.rank_gpus import read_record, same_device
 from .agree import root_step, step
+from .placement import Placement, on_node_leader, slots_of
 
 #: variables that narrow the GPUs a runtime sees, per device kind: those
 #: ``use_gpu`` replaces (a leftover one would index into the narrowed list)
@@ -64,33 +71,21 @@ def node_gpus(spec: str):
 def claimed_device(environ=None) -> str | None:
     """The one GPU the launcher left this process (a visible-device
     variable naming one), else None."""
-    from ..profile.gpu import record
-    from ..topology.rank_gpus import read_record
-
     got = read_record(record(environ, probe=False))
     return None if got is None else got.device
+
+
+def gpu_slots(spec: str):
+    """The slot discovery of ``placement.locate`` for GPU slots of ``spec``."""
+    return lambda comm, network: locate_gpus(comm, spec, network)
 
 
 def locate_gpus(comm, spec: str, network):
     """Collective: the GPU slots of the job (``Placement``), this rank's
     device on it."""
-    from mpi4py import MPI
-
     from ..topology import cluster
-    from .placement import Placement
 
-    node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        leader = node_comm.Get_rank() == 0
-        node, error = None, None
-        if leader:
-            try:
-                node = node_gpus(spec)
-            except Exception as exc:  # noqa: BLE001 - agreed below
-                error = f"finding the node's GPUs ({spec}): {type(exc).__name__}: {exc}"
-        node, error = node_comm.bcast((node, error), root=0)
-    finally:
-        node_comm.Free()
+    node, error, leader = on_node_leader(comm, f"finding the node's GPUs ({spec})", lambda: node_gpus(spec))
 
     def where():
         if error is not None:
@@ -111,10 +106,6 @@ def locate_gpus(comm, spec: str, network):
 def _compose(gathered, cluster, network):
     """Root: each node's GPU slots given to its processes, the cluster of
     the nodes restricted to them; each rank's device."""
-    from ..topology.partitions import shared_gpus
-    from ..topology.rank_gpus import _same_device
-    from .placement import _default_network
-
     nodes_of: dict = {}
     for host, _claim, _cpus, node in gathered:
         if node is not None:
@@ -124,20 +115,16 @@ def _compose(gathered, cluster, network):
         ranks = [r for r, g in enumerate(gathered) if g[0] == host]
         if len(ranks) > node.n_pes:
             node = shared_gpus(node, -(-len(ranks) // node.n_pes))
-        local = _assign(host, node, [gathered[r][1] for r in ranks], [gathered[r][2] for r in ranks],
-                        _same_device)
+        local = _assign(host, node, [gathered[r][1] for r in ranks], [gathered[r][2] for r in ranks])
         slot_pe[ranks] = offset + np.asarray(local, dtype=np.int64)
         nodes.append((host, node))
         offset += node.n_pes
-    arities, distances = network if network is not None else _default_network(nodes)
-    machine = cluster.compose_cluster(nodes, arities, distances)
-    slots = cluster.restrict_to_slots(machine, slot_pe)
-    pe_of_rank = cluster.slot_of_process(slot_pe)
+    slots, pe_of_rank = slots_of(nodes, slot_pe, cluster, network)
     devices = [slots.pe_device[p] for p in pe_of_rank]
     return slots, Labels.of(slots, pe_of_rank), pe_of_rank, devices
 
 
-def _assign(host, node, claims, cpus, same_device) -> list[int]:
+def _assign(host, node, claims, cpus) -> list[int]:
     """The PE of ``node`` each of its processes takes: the GPU the launcher
     confined it to, else one whose cores hold its binding, else the next
     free one (module docstring)."""
@@ -173,17 +160,11 @@ def use_gpu(device: str | None, environ=None) -> int | None:
     that is ``device``, else RuntimeError (nothing can be narrowed then)."""
     if device is None:
         return None
-    import json
-
-    from ..bind import device_environment
-    from ..profile.gpu import record
-    from ..topology.rank_gpus import _same_device, read_record
-
     env = os.environ if environ is None else environ
     text = record(env)
     opened = json.loads(text).get("current") if text else None
     if opened is not None:
-        if _same_device(read_record(text).device, device):
+        if same_device(read_record(text).device, device):
             return int(opened["ordinal"])
         raise RuntimeError(f"use_gpu: this process already opened GPU {read_record(text).said}; call "
                            f"use_gpu before the program creates its device context to open {device}")

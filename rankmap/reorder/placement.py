@@ -47,11 +47,12 @@ class Placement:
         return inv
 
 
-def locate(comm, topology=None, network=None, gpus: str | None = None) -> Placement:
+def locate(comm, topology=None, network=None, discover=None) -> Placement:
     """Collective: the slot topology and this rank's label.  Whether a
     topology was given decides the path, so it is agreed first: given on
-    some ranks only fails on every rank.  ``gpus`` (agreed by the caller):
-    the slots are the nodes' GPUs (``gpus.locate_gpus``)."""
+    some ranks only fails on every rank.  ``discover`` (the same on every
+    rank, e.g. ``gpus.locate_gpus`` for GPU slots) finds the slots instead
+    of the nodes' cores: ``discover(comm, network)``."""
     given = comm.allreduce(int(topology is not None), op=MPI.SUM)
     if 0 < given < comm.Get_size():
         without = comm.allreduce(comm.Get_rank() if topology is None else comm.Get_size(), op=MPI.MIN)
@@ -59,11 +60,7 @@ def locate(comm, topology=None, network=None, gpus: str | None = None) -> Placem
                             f"{without}): pass it on every rank or on none")
     if given:
         return _given(comm, topology)
-    if gpus is not None:
-        from .gpus import locate_gpus
-
-        return locate_gpus(comm, gpus, network)
-    return _discovered(comm, network)
+    return (discover or _discovered)(comm, network)
 
 
 def _given(comm, topology) -> Placement:
@@ -93,21 +90,37 @@ def _discovery_modules():
     return live, cluster
 
 
-def _discovered(comm, network) -> Placement:
-    live, cluster = step(comm, "topology discovery", _discovery_modules)
+def on_node_leader(comm, what: str, fn):
+    """Collective: ``fn()`` on the first rank of each node, its result (or
+    the error, ``what`` failed) on every rank of the node: ``(value, error,
+    leader)``.  The errors are agreed by the caller's next step."""
     node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         leader = node_comm.Get_rank() == 0
-        node_topo, error = None, None
+        value, error = None, None
         if leader:
             try:
-                node_topo = live.discover_local()
-            except Exception as exc:  # noqa: BLE001 - agreed below
-                error = f"discovering the node topology: {type(exc).__name__}: {exc}"
+                value = fn()
+            except Exception as exc:  # noqa: BLE001 - agreed by the caller
+                error = f"{what}: {type(exc).__name__}: {exc}"
         idle.barrier(node_comm)  # the node's other ranks wait for the leader without spinning
-        node_topo, error = node_comm.bcast((node_topo, error), root=0)
+        value, error = node_comm.bcast((value, error), root=0)
     finally:
         node_comm.Free()
+    return value, error, leader
+
+
+def slots_of(nodes, slot_pe, cluster, network):
+    """Root: the cluster of ``nodes`` (host, tree) under the network,
+    restricted to the slots ``slot_pe``; ``(slots, pe_of_rank)``."""
+    arities, distances = network if network is not None else _default_network(nodes)
+    machine = cluster.compose_cluster(nodes, arities, distances)
+    return cluster.restrict_to_slots(machine, slot_pe), cluster.slot_of_process(slot_pe)
+
+
+def _discovered(comm, network) -> Placement:
+    live, cluster = step(comm, "topology discovery", _discovery_modules)
+    node_topo, error, leader = on_node_leader(comm, "discovering the node topology", live.discover_local)
 
     def where():
         if error is not None:
@@ -154,10 +167,7 @@ def _compose(gathered, cluster, network):
         slot_pe[ranks_on[h]] = offset + local
         nodes.append((h, topo))
         offset += topo.n_pes
-    arities, distances = network if network is not None else _default_network(nodes)
-    machine = cluster.compose_cluster(nodes, arities, distances)
-    slots = cluster.restrict_to_slots(machine, slot_pe)
-    pe_of_rank = cluster.slot_of_process(slot_pe)
+    slots, pe_of_rank = slots_of(nodes, slot_pe, cluster, network)
     return slots, Labels.of(slots, pe_of_rank), pe_of_rank, warning
 
 

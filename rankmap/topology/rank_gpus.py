@@ -133,7 +133,7 @@ def _within_step(listed: list[int], step: list[int] | None) -> list[int]:
     return listed
 
 
-def _same_device(a: str | None, b: str | None) -> bool:
+def same_device(a: str | None, b: str | None) -> bool:
     if a is None or b is None:
         return False
     if a == b:
@@ -153,7 +153,7 @@ def _by_bus_id(gpu: RankGpu, listed: list[tuple[str | None, str]]) -> str | None
         part = int(bus[-1], 16)
         hits = [parts[part]] if part < len(parts) else []
     if len(hits) > 1:   # partitions of one GPU: the index decides among them
-        hits = [d for d in hits if _same_device(d, gpu.device)] or hits[:1]
+        hits = [d for d in hits if same_device(d, gpu.device)] or hits[:1]
     return hits[0] if hits else None
 
 
@@ -197,7 +197,7 @@ def gpu_placement(trace, topology) -> tuple[np.ndarray | None, str | None]:
         host = rename.get(ran_on)
         pe = where.get((host, device)) if device else None
         if pe is None and device is not None:
-            pe = next((p for (h, d), p in where.items() if h == host and _same_device(d, device)), None)
+            pe = next((p for (h, d), p in where.items() if h == host and same_device(d, device)), None)
         if pe is None:
             unknown.append(r)
         else:
