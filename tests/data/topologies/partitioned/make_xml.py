@@ -83,6 +83,16 @@ def cores(w: Writer, depth: int, first: int, count: int, smt_offset: int, l3: in
         w.close(depth)
 
 
+def package(w: Writer, p: int, count: int, smt_offset: int, l3: int, model: str, memory: int) -> None:
+    """Opens package ``p`` of ``count`` cores (threads ``smt_offset`` apart), its NUMA node and L3s."""
+    pus = [c for i in range(count * p, count * p + count) for c in (i, i + smt_offset)]
+    w.open(2, "Package", f' os_index="{p}"' + cpu_attrs(pus, [p]))
+    w.leaf(3, f'<info name="CPUModel" value="{model}"/>')
+    w.leaf(3, f'<object type="NUMANode" os_index="{p}"' + cpu_attrs(pus, [p])
+           + f' gp_index="{w.next_gp()}" local_memory="{memory}"/>')
+    cores(w, 3, count * p, count, smt_offset, l3, p)
+
+
 def pci_device(w: Writer, depth: int, busid: str, pci_type: str, osdevs) -> list[int]:
     """A host bridge, a bridge and a PCI device holding ``osdevs`` (name,
     infos, children); returns the OS devices' gp indices in order."""
@@ -126,12 +136,7 @@ def mi300a(parts: int, peers: bool) -> str:
     machine(w, f"mi300a-{'tpx' if parts == 3 else 'cpx'}", range(192), range(4))
     gpu_gps = []
     for p in range(4):
-        pus = [c for i in range(24 * p, 24 * p + 24) for c in (i, i + 96)]
-        w.open(2, "Package", f' os_index="{p}"' + cpu_attrs(pus, [p]))
-        w.leaf(3, '<info name="CPUModel" value="AMD Instinct MI300A Accelerator"/>')
-        w.leaf(3, f'<object type="NUMANode" os_index="{p}"' + cpu_attrs(pus, [p])
-               + f' gp_index="{w.next_gp()}" local_memory="137438953472"/>')
-        cores(w, 3, 24 * p, 24, 96, 8, p)
+        package(w, p, 24, 96, 8, "AMD Instinct MI300A Accelerator", 137438953472)
         others = [f"rsmi{q * parts + j}" for q in range(4) if q != p for j in range(parts)]
         partitions = []
         for j in range(parts):
@@ -165,12 +170,7 @@ def aurora() -> str:
     w = Writer()
     machine(w, "aurora-composite", range(208), range(2))
     for p in range(2):
-        pus = [c for i in range(52 * p, 52 * p + 52) for c in (i, i + 104)]
-        w.open(2, "Package", f' os_index="{p}"' + cpu_attrs(pus, [p]))
-        w.leaf(3, '<info name="CPUModel" value="Intel(R) Xeon(R) CPU Max 9470C"/>')
-        w.leaf(3, f'<object type="NUMANode" os_index="{p}"' + cpu_attrs(pus, [p])
-               + f' gp_index="{w.next_gp()}" local_memory="549755813888"/>')
-        cores(w, 3, 52 * p, 52, 104, 52, p)
+        package(w, p, 52, 104, 52, "Intel(R) Xeon(R) CPU Max 9470C", 549755813888)
         for g in range(3 * p, 3 * p + 3):
             stacks = [(f"ze{g}.{s}", [("LevelZeroSubdeviceID", str(s))], []) for s in range(2)]
             pci_device(w, 3, f"0000:{0x18 + 0x10 * g:02x}:00.0", "0380 [8086:0bd6] [8086:0000] 2f",
