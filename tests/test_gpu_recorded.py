@@ -156,6 +156,14 @@ def test_partition_bus_ids_and_a_trace_on_a_cpx_node(tmp_path):
     node = read_hwloc_gpus(xml, host="mi300a-cpx")
     pe, note = gpu_placement(back, node)
     assert note is None and [node.pe_device[p] for p in pe] == [f"rocr:{p}" for p in ranks]
+    # map --per gpu on the trace's own XML: the recorded partitions are the "before"
+    ring = np.arange(24)
+    edges["p2p"] = {"src": ring, "dst": (ring + 1) % 24, "phase": np.zeros(24, dtype=np.int64),
+                    "bytes": np.full(24, 1e6), "msgs": np.ones(24, dtype=np.int64)}
+    ringed = Trace(24, edges, ["main"], infos, {"mi300a-cpx": xml}).write(tmp_path / "ring.rmtrace.npz")
+    report = _map_json(ringed, "--per", "gpu")
+    assert report["before"] == "recorded"
+    assert report["J_before"] == pytest.approx(mapping_cost(read_trace(ringed).graph("p2p"), node, pe))
     infos[3] = infos[3]._replace(gpu=json.dumps({"env": {"CUDA_VISIBLE_DEVICES": "0,1"}}))
     pe, note = gpu_placement(Trace(24, edges, ["main"], infos, {"mi300a-cpx": xml}), node)
     assert pe is None and "the GPU of 1 of 24 ranks (rank 3 first) is not known" in note
