@@ -5,8 +5,9 @@ opened, and the documented reorder_comm example runs on it.
 
 From the repository root, rankmap from the source tree.  MPICH comes from
 the ``mpich`` wheel in WHEELS, unpacked into /tmp (its ``data/bin`` and
-``data/lib`` first on PATH and LD_LIBRARY_PATH), mpi4py from its wheel
-there (``pip install --no-index --target``) unless this Python has it.
+``data/lib`` first on PATH and LD_LIBRARY_PATH), mpi4py (and the
+partitioners rankmap imports) from their wheels there (``pip install
+--no-index --target``) where this Python lacks them.
 
 1. ``torch_pairs.py`` under ``python -m rankmap.profile`` with no
    visible-device variable set: each rank opens the GPU through PyTorch;
@@ -60,23 +61,29 @@ def mpich_from_wheel(wheels: Path, into: Path) -> dict:
             "LD_LIBRARY_PATH": f"{data / 'lib'}{os.pathsep}{os.environ.get('LD_LIBRARY_PATH', '')}"}
 
 
-def mpi4py_path(wheels: Path, into: Path) -> str:
-    """A directory to put on PYTHONPATH for mpi4py ('' when this Python has it)."""
-    try:
-        import mpi4py  # noqa: F401
+#: what rankmap needs beyond numpy, scipy, lxml and numba, installed from WHEELS where this Python lacks it
+FROM_WHEELS = ("mpi4py", "kahip", "kaminpar", "mtkahypar")
+
+
+def wheels_path(wheels: Path, into: Path) -> str:
+    """A directory to put on PYTHONPATH holding the ``FROM_WHEELS`` this
+    Python lacks, installed from WHEELS ('' when it lacks none)."""
+    import importlib.util
+
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    missing = [name for name in FROM_WHEELS if importlib.util.find_spec(name) is None
+               and (name == "mpi4py" or any(wheels.glob(f"{name}-*-{tag}-*.whl")))]
+    if not missing:
         return ""
-    except ImportError:
-        pass
     site = into / "site"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links",
-                           str(wheels), "--target", str(site), "mpi4py"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--find-links",
+                           str(wheels), "--target", str(site), *missing], capture_output=True, text=True)
     if proc.returncode != 0 and "No module named pip" in proc.stderr:   # a Python without pip: a wheel is a zip
-        wheel = next(iter(sorted(wheels.glob(f"mpi4py-*-cp{sys.version_info[0]}{sys.version_info[1]}-*.whl"))), None)
-        if wheel is not None:
-            zipfile.ZipFile(wheel).extractall(site)
-            return str(site)
-    if proc.returncode != 0:
-        fail(f"pip could not install mpi4py from {wheels}: {proc.stderr[-400:]}")
+        for name in missing:
+            for wheel in wheels.glob(f"{name}-*-{tag}-*.whl"):
+                zipfile.ZipFile(wheel).extractall(site)
+    elif proc.returncode != 0:
+        fail(f"pip could not install {', '.join(missing)} from {wheels}: {proc.stderr[-400:]}")
     return str(site)
 
 
@@ -147,7 +154,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="rankmap-real-gpu-"))
     env = {k: v for k, v in os.environ.items() if k not in GPU_VARIABLES}
     env.update(mpich_from_wheel(args.wheels, work / "mpich"))
-    extra = mpi4py_path(args.wheels, work)
+    extra = wheels_path(args.wheels, work)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), extra, env.get("PYTHONPATH", "")) if p)
     sys.path[:0] = [str(ROOT)] + ([extra] if extra else [])
     lines = []

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..cpulist import parse_cpulist
 from .links import CROSS_PACKAGE_DISTANCE, HOST_PATH_DISTANCE, gpu_node
+from .live import _read, discover_local_xml
 from .partitions import share_out
 from .tree import Topology
 
@@ -29,7 +30,6 @@ GPU_CLASSES = ("0x0300", "0x0302", "0x0380")
 def discover_local_gpus(sys_root: str = "/sys") -> Topology:
     """This machine's GPU node; ValueError when it has no GPU."""
     from .hwloc_gpus import read_hwloc_gpus
-    from .live import discover_local_xml
 
     xml = discover_local_xml()
     if xml is not None:
@@ -38,13 +38,6 @@ def discover_local_gpus(sys_root: str = "/sys") -> Topology:
         except ValueError:   # hwloc without its GPU backends: sysfs may still list them
             pass
     return sysfs_gpus(sys_root)
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
 
 
 def sysfs_gpus(sys_root: str = "/sys") -> Topology:
