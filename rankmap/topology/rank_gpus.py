@@ -133,14 +133,19 @@ def _within_step(listed: list[int], step: list[int] | None) -> list[int]:
     return listed
 
 
+#: CUDA's order and the PCI order name the same GPUs of one model alike
+_OTHER_ORDER = {"cuda": "nvml", "nvml": "cuda"}
+
+
 def same_device(a: str | None, b: str | None) -> bool:
+    """Whether two device names name one GPU (``cuda:N`` is ``nvml:N``)."""
     if a is None or b is None:
         return False
     if a == b:
         return True
     ka, _, ia = a.partition(":")
     kb, _, ib = b.partition(":")
-    return ia == ib and {ka, kb} == {"cuda", "nvml"}
+    return ia == ib and _OTHER_ORDER.get(ka) == kb
 
 
 def _by_bus_id(gpu: RankGpu, listed: list[tuple[str | None, str]]) -> str | None:
@@ -163,9 +168,10 @@ def rank_devices(trace) -> list[tuple[RankGpu | None, str | None]]:
     from .hwloc_gpus import gpu_bus_ids
 
     bus_ids: dict[str, list] = {}
+    records: dict = {}   # ranks of different nodes often hold the same record: read each once
     out = []
     for text, host in zip(trace.gpus, trace.hosts):
-        gpu = read_record(text)
+        gpu = records[text] if text in records else records.setdefault(text, read_record(text))
         device = None
         if gpu is not None and gpu.pci and host is not None:
             if host not in bus_ids:
@@ -187,6 +193,10 @@ def gpu_placement(trace, topology) -> tuple[np.ndarray | None, str | None]:
     for pe, (h, d) in enumerate(zip(topology.pe_host, topology.pe_device)):
         if d is not None:
             where[(h, d)] = pe
+    for (h, d), pe in list(where.items()):   # cuda:N where the node says nvml:N, and back
+        kind, _, index = d.partition(":")
+        if kind in _OTHER_ORDER:
+            where.setdefault((h, f"{_OTHER_ORDER[kind]}:{index}"), pe)
     named = list(dict.fromkeys(topology.pe_host))
     recorded = [h for h in dict.fromkeys(trace.hosts) if h is not None]
     # hosts the machine does not name (another allocation): matched in order of first appearance
@@ -196,8 +206,6 @@ def gpu_placement(trace, topology) -> tuple[np.ndarray | None, str | None]:
     for r, ((_gpu, device), ran_on) in enumerate(zip(rank_devices(trace), trace.hosts)):
         host = rename.get(ran_on)
         pe = where.get((host, device)) if device else None
-        if pe is None and device is not None:
-            pe = next((p for (h, d), p in where.items() if h == host and same_device(d, device)), None)
         if pe is None:
             unknown.append(r)
         else:
