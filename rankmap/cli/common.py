@@ -65,7 +65,8 @@ def add_topology_arguments(parser) -> None:
                    help="PEs per node of --mesh/--torus (default 1)")
     g.add_argument("--gpu-node", metavar="NAME|FILE",
                    help="one rank per GPU, every node this GPU node: a built-in type (frontier, "
-                        "lumi-g, dgx-a100, dgx-h100), a GPU node file (rankmap.topology.gpu_nodes) "
+                        "lumi-g, dgx-a100, dgx-h100, mi300a:spx|tpx|cpx: one rank per partition), "
+                        "a GPU node file (rankmap.topology.gpu_nodes) "
                         "or an hwloc XML with its GPUs; the links inside the node are a matrix, "
                         "and the relaunch binds each rank to its GPU and the cores near it")
     g.add_argument("--per", choices=["core", "gpu"], default=None,

@@ -16,6 +16,7 @@ Examples:
   rankmap topo --xml node.xml --hostfile hosts.txt
   rankmap topo --export node.xml        (describe a compute node once, map elsewhere)
   rankmap topo --gpu-node frontier      (8 GCDs, their links, devices and cores)
+  rankmap topo --gpu-node mi300a:cpx    (4 MI300A APUs in CPX mode: 24 partitions)
   rankmap topo --xml gpu-node.xml --per gpu
 """
 
@@ -40,7 +41,8 @@ def add_arguments(parser) -> None:
                      help="any topology file rankmap reads (hwloc XML, cluster file, tleaf, hierarchy)")
     src.add_argument("--gpu-node", metavar="NAME|FILE",
                      help="a GPU node, one PE per GPU: built-in (frontier, lumi-g, dgx-a100, "
-                          "dgx-h100), a GPU node file or an hwloc XML with GPUs")
+                          "dgx-h100, mi300a:spx|tpx|cpx: one PE per partition), a GPU node file or "
+                          "an hwloc XML with GPUs")
     parser.add_argument("--per", choices=["core", "gpu"], default="core",
                         help="with --xml/--live: PEs are hardware threads (default) or GPUs")
     parser.add_argument("--no-lstopo", action="store_true",
