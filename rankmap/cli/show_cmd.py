@@ -81,6 +81,9 @@ def summary(trace, top: int = 10, kind: str = "all", phase=None) -> str:
                                 f"{e.op.size} in program order, what map replays"
                                 + (f"; {int(e.truncated.sum())} rank(s) reached --max-events"
                                    if e.truncated.any() else "")))
+    gpus = sum(1 for g in trace.gpus if g)
+    if gpus:
+        lines.append(f"gpus      recorded for {gpus} of {trace.nranks} ranks (--per gpu lists them)")
     if len(trace.missing_ranks):
         lines.append("WARNING   " + missing_report(trace))
     lines.append("")
