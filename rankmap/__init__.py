@@ -11,8 +11,15 @@ methods or mpi4py's reordering layer.
 """
 
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
+
+if importlib.util.find_spec(f"{__name__}._kernels") is None:  # a look-up, no load: the kernels load where used
+    raise ImportError(
+        f"rankmap's compiled kernels are missing from {__path__[0]}: this is rankmap's source tree, not a "
+        "built install. Install it (pip install . , or pip install -e . to work on it), which compiles "
+        "them with the machine's C++ compiler; if it is installed, run from outside the source tree.")
 
 _LAZY = {
     "map_tasks": "algorithms", "method_names": "algorithms",

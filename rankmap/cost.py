@@ -12,7 +12,7 @@ plus bytes over beta at the level each pair crosses, per rank,
 ``topology.message_cost``: what a program waiting on many small messages
 pays; ``latency_weighted`` gives the search the pair weights that fold it
 in).  All O(m * depth), vectorised;
-on a uniform hierarchy of a million pairs or more, one compiled pass (``cost_kernel``).  A ``MeshTopology`` (not a tree)
+on a uniform hierarchy of a million pairs or more, one compiled pass (``_kernels``).  A ``MeshTopology`` (not a tree)
 answers the same questions itself: ``distance`` in hops, ``link_loads``
 under dimension-ordered routing, ``traffic_breakdown`` for the levels.
 """
@@ -79,18 +79,18 @@ def _cost(graph: CommGraph, topology: Topology, pe: np.ndarray) -> float:
 
 COST_SLICE = 1 << 22  # pairs per slice of mapping_cost
 #: pairs from which ``evaluate`` takes the compiled pass on a uniform
-#: hierarchy (below, numpy's milliseconds do not pay importing numba)
+#: hierarchy (below, numpy's passes take milliseconds)
 UNIFORM_PASS_PAIRS = 1 << 20
 
 
 def row_costs(indptr, indices, w, topology, pe) -> np.ndarray:
     """Per row u of a CSR graph, the bytes x distance of its pairs mapped by
     ``pe`` (the swap search's per-task sums; summed, J): compiled on a
-    uniform hierarchy (``cost_kernel.row_costs``), else O(m) numpy."""
+    uniform hierarchy (``_kernels.row_costs``), else O(m) numpy."""
     n = indptr.size - 1
     levels = _uniform_levels(topology)
     if levels is not None:
-        from .cost_kernel import row_costs as kernel
+        from ._kernels import row_costs as kernel
 
         out = np.empty(n)
         args = (np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64),
@@ -113,7 +113,7 @@ def _uniform_levels(topology) -> tuple[np.ndarray, np.ndarray] | None:
 def _uniform_groups(graph: CommGraph, topology) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:
     """(PEs per group and LCA distance per depth, root first and the leaves
     last, and the node ids of each depth's groups) where the one-pass
-    kernels of ``cost_kernel`` apply: a tree built by ``Topology.uniform``,
+    kernels of ``_kernels`` apply: a tree built by ``Topology.uniform``,
     no link matrices, at least ``UNIFORM_PASS_PAIRS`` pairs; else None."""
     levels = _uniform_levels(topology) if graph.n_edges >= UNIFORM_PASS_PAIRS else None
     if levels is None:
@@ -353,9 +353,9 @@ def _pairwise_breakdown(graph: CommGraph, topology, pe):
 
 def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, group_nodes):
     """What ``_pairwise_breakdown`` gives, on a uniform hierarchy, from the
-    per-PE sums of one compiled pass (``cost_kernel``); the links' loads
+    per-PE sums of one compiled pass (``_kernels``); the links' loads
     come per group and are placed at the groups' node ids."""
-    from .cost_kernel import group_loads
+    from ._kernels import group_loads
 
     within, same, received, same_pairs = _uniform_sums(graph, topology.n_pes, pe, sizes)
     leaves = sizes.size - 1  # the leaves' depth
@@ -377,12 +377,12 @@ def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, g
 
 
 def _uniform_sums(graph: CommGraph, n_pes: int, pe, sizes):
-    """``cost_kernel.uniform_pass``'s per-PE sums over every row (in slices
+    """``_kernels.uniform_pass``'s per-PE sums over every row (in slices
     on threads where each PE holds one task at most, else in one), what
     every PE receives from other PEs (its tasks' column sums, the row sums
     where the bytes are known to be symmetric: read in order), and the
     same-PE pairs."""
-    from .cost_kernel import uniform_pass
+    from ._kernels import uniform_pass
 
     indptr, indices, w = _rows(graph)
     within, same = np.zeros((n_pes, sizes.size - 1)), np.zeros(n_pes)

@@ -157,13 +157,12 @@ class CommGraph:
         """Whether B == B^T, in O(n + m): by one transposition (scipy's) and
         an elementwise comparison of the canonical arrays, or beyond
         _COMPILED_CHECK_MIN pairs by a compiled look-up of every pair's
-        mirror (``graph_kernel``: no copy; smaller graphs are not worth
-        numba's import); remembered."""
+        mirror (``_kernels.rows_symmetric``: no copy); remembered."""
         if self._symmetric_b is None:
             indptr, indices, data = self._b
             if self.n_edges >= _COMPILED_CHECK_MIN:
                 from .cores import on_threads, row_slices
-                from .graph_kernel import rows_symmetric
+                from ._kernels import rows_symmetric
 
                 found = on_threads(lambda lo, hi: rows_symmetric(indptr, indices, data, lo, hi), row_slices(indptr))
                 self._symmetric_b = all(ok for ok, _ in found) and sum(excess for _, excess in found) == 0

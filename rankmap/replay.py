@@ -13,8 +13,8 @@ message is delivered.  Where no link's bandwidth is given the times are
 relative (distance units) and carry no latency.  No compute time, and a
 collective's modelled messages all start when its last member arrives (its
 steps overlap): a lower bound, as the link time is, in its units.  numpy,
-Python and one numba kernel (the rates, ``replay_kernel``); it never
-imports MPI.
+Python and one compiled kernel (the rates, ``_kernels.fair_rates``); it
+never imports MPI.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .replay_kernel import fair_rates
+from ._kernels import fair_rates
 from .topology import Topology
 from .topology.bandwidth import link_bandwidths
 from .topology.message_cost import message_costs

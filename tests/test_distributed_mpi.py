@@ -67,7 +67,7 @@ import sys
 from mpi4py import MPI
 from rankmap.cli import main
 rc = main(sys.argv[1:])
-heavy = sorted(m for m in ("numba", "kahip", "mtkahypar") if m in sys.modules)
+heavy = sorted(m for m in ("rankmap.algorithms.refine._kernels", "kahip", "mtkahypar") if m in sys.modules)
 print(f"RANK {MPI.COMM_WORLD.Get_rank()} rc={rc} heavy={','.join(heavy) or '-'}", flush=True)
 """
 

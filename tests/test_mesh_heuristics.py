@@ -7,7 +7,8 @@ import pytest
 from rankmap.algorithms import map_tasks, method_names
 from rankmap.algorithms.mesh.curve import morton_order
 from rankmap.algorithms.mesh.heuristics import _Placer, _pairwise_exchange_numpy, pairwise_exchange
-from rankmap.algorithms.mesh.kernel import _mesh_dist, exchange_kernel, mesh_oracle
+from rankmap.algorithms.mesh.kernel import exchange_kernel, mesh_oracle
+from rankmap.algorithms.refine._kernels import mesh_distance
 from rankmap.algorithms.refine.swaps import _compiled_kernel, swap_refine
 from rankmap.algorithms.mesh.nearest import FreeNodeTree, SpiralSearch
 from rankmap.cost import evaluate, mapping_cost
@@ -286,7 +287,7 @@ def test_curve_lays_the_given_order_along_a_z_curve_and_finds_cg(torus):
 def test_compiled_mesh_oracle_is_the_hop_count(topo):
     coords, hops = mesh_oracle(topo)
     p, q = np.meshgrid(np.arange(topo.n_pes), np.arange(topo.n_pes))
-    compiled = [_mesh_dist(coords, hops, int(a), int(b)) for a, b in zip(p.ravel(), q.ravel())]
+    compiled = [mesh_distance(coords, hops, int(a), int(b)) for a, b in zip(p.ravel(), q.ravel())]
     assert np.array_equal(compiled, topo.distance(p.ravel(), q.ravel()))
 
 

@@ -74,13 +74,13 @@ def test_unknown_refinement_is_refused():
 
 
 def test_the_default_bound_pays_autos_first_start_once(monkeypatch):
-    # a first call in a process without numba: the default would leave auto no
-    # time to start (it would keep the given order); a given limit is the limit
-    monkeypatch.delitem(sys.modules, "numba", raising=False)
+    # a first call in a process that has not loaded auto: the default would leave
+    # auto no time to start (it would keep the given order); a given limit is the limit
+    monkeypatch.delitem(sys.modules, "rankmap.algorithms.portfolio.one_to_one", raising=False)
     assert call_seconds({}, "auto") == IN_PROGRAM_TIME_LIMIT + AUTO_FIRST_CALL
     assert call_seconds({}, "greedy") == IN_PROGRAM_TIME_LIMIT
     assert call_seconds({"time_limit": 0.2}, "auto") == 0.2
-    monkeypatch.setitem(sys.modules, "numba", object())
+    monkeypatch.setitem(sys.modules, "rankmap.algorithms.portfolio.one_to_one", object())
     assert call_seconds({}, "auto") == IN_PROGRAM_TIME_LIMIT
 
 

@@ -174,7 +174,7 @@ def test_kicks_keep_the_best_and_never_lose():
 def test_the_rounds_import_neither_scipy_nor_the_mapping_methods():
     """An MPI rank of the distributed path loads numpy and the rounds only
     (the method registry imports the methods on first lookup)."""
-    heavy = ("scipy", "numba", "kahip", "mtkahypar", "matplotlib")
+    heavy = ("scipy", "kahip", "mtkahypar", "matplotlib")
     code = ("import sys; import rankmap.algorithms.distributed.swap_rounds; "
             f"print(sorted(m for m in {heavy!r} if m in sys.modules)); "
             "from rankmap.algorithms import method_names; print('auto' in method_names())")

@@ -8,7 +8,7 @@ import pytest
 from rankmap.cost import all_link_loads
 from rankmap.deadline import Deadline
 from rankmap.replay import Replay, replay_time
-from rankmap.replay_kernel import fair_rates
+from rankmap._kernels import fair_rates
 from rankmap.topology import MeshTopology, Topology, TreeNode
 from rankmap.topology.bandwidth import link_bandwidths
 from rankmap.topology.hierarchy import hierarchy_topology

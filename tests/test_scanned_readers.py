@@ -150,7 +150,7 @@ def test_the_compiled_pass_reads_plain_text_as_the_numpy_passes_and_declines_the
     carriage return, a sign, a decimal point, another character or a
     number past int64: declined (None), for the numpy passes to decide."""
     from rankmap.formats.columns import SEPARATORS, _scan_block, _scan_plain, _table
-    from rankmap.formats.columns_kernel import scan_digits
+    from rankmap.formats._columns import scan_digits
 
     is_sep = _table(SEPARATORS)
     spaces = bytes.maketrans(SEPARATORS, b" " * len(SEPARATORS))

@@ -1,12 +1,12 @@
 """The refinements of a multisection's splits under exact sizes: the search
-of a grown split (``construct/split_search.py``) and FM on pairs of blocks
+of a grown split (``construct/_kernels.improve_split``) and FM on pairs of blocks
 (``construct/pair_fm.py``)."""
 
 import numpy as np
 
 from rankmap.algorithms.construct.growing import grow_split
 from rankmap.algorithms.construct.pair_fm import refine_pairs
-from rankmap.algorithms.construct.split_search import improve_split
+from rankmap.algorithms.construct._kernels import improve_split
 from rankmap.deadline import Deadline
 from tests.quality_instances import grid_graph
 

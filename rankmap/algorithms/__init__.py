@@ -22,10 +22,9 @@ from ..topology import Topology
 from .registry import METHODS, MethodSpec, method_names, register  # noqa: F401 (the package's interface)
 
 #: seconds auto's first call in a process pays before it maps anything:
-#: importing numba and scipy, and numba's first dispatch (its typing and
-#: target contexts, the kernels loaded from the on-disk cache); none of it
-#: can be cut, so a deadline that leaves less gets auto's quick start
-#: instead (``_quick_start``; measured: docs/results/time-limits.md, "Start-up")
+#: importing its methods, scipy and the partitioners; none of it can be
+#: cut, so a deadline that leaves less gets auto's quick start instead
+#: (``_quick_start``; measured: docs/time-limits.md, "Start-up")
 AUTO_FIRST_CALL = 1.5
 #: ... and what the quick start's first call pays: importing the
 #: multisection (scipy.sparse and KaHIP), seconds on an idle core
@@ -72,7 +71,7 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     tree = topology.tree_only() if getattr(topology, "has_links", False) else topology
     timed = _times_messages(graph, topology, method, objective)
     search = _latency_weighted(graph, topology) if timed else graph  # the QAP the methods solve
-    if method == "auto" and "numba" not in sys.modules and not deadline.allows(AUTO_FIRST_CALL):
+    if method == "auto" and not auto_loaded() and not deadline.allows(AUTO_FIRST_CALL):
         given = _given_order(graph, topology, eps)  # auto could not even start: skip its imports
         if given is not None:
             start = time.perf_counter()
@@ -222,6 +221,11 @@ def _limit(value, name: str) -> float | None:
     return seconds
 
 
+def auto_loaded() -> bool:
+    """Whether this process has loaded auto (its first call paid the imports)."""
+    return f"{__name__}.portfolio.one_to_one" in sys.modules
+
+
 def _given_order(graph, topology, eps):
     """The identity placement, or None where it is no valid mapping
     (weighted tasks over their PEs' balance)."""
@@ -236,9 +240,8 @@ def _given_order(graph, topology, eps):
 def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
     """What auto does when its own start does not fit the deadline: the
     better of the given order and a KaHIP fast multisection (auto's first
-    start without its refinement; KaMinPar's on a dense graph; neither
-    loads numba), on a tree where the
-    deadline leaves time for its import and as long again.  The
+    start without its refinement; KaMinPar's on a dense graph), on a tree
+    where the deadline leaves time for its import and as long again.  The
     multisection prices every partitioning call against the deadline at
     idle-core speed: its deadline comes as much sooner as the import ran
     slower than QUICK_START_IMPORT (a loaded machine)."""

@@ -38,8 +38,8 @@ def check_options(options: dict) -> dict:
     """``options`` unchanged when every key is known and every value sane;
     else ``ValueError`` naming the key."""
     # the general keys (a budget: what reorder_comm's callers pass) are known
-    # without loading every method: that costs each rank numba's, KaHIP's
-    # and Mt-KaHyPar's imports (0.5 s of CPU, 60 MB)
+    # without loading every method: that costs each rank scipy's, KaHIP's
+    # and Mt-KaHyPar's imports (CPU and tens of MB)
     known = set(GENERAL) if set(options) <= set(GENERAL) else option_names()
     for key, value in options.items():
         if key not in known:

@@ -27,7 +27,7 @@ class _Registry(dict):
     """The methods by name.  Every module of ``rankmap.algorithms`` registers
     its methods on import.  Looking up a built-in method imports only the
     module that registers it (``_MODULE_OF``), so ``rankmap map --method identity``
-    loads neither numba nor KaHIP nor Mt-KaHyPar, and an MPI rank of the
+    loads neither the search kernels nor KaHIP nor Mt-KaHyPar, and an MPI rank of the
     distributed refinement only ``distributed.swap_rounds``; listing the
     methods (iteration) or a name outside the table imports them all."""
 

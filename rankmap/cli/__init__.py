@@ -5,7 +5,7 @@ place in ``--help``), ``add_arguments(parser)`` and ``run(args) -> int``;
 modules are discovered by file name, so adding a command touches no shared
 file.  A command line imports only the module of the command it names (each
 module imports what its path needs: ``rankmap map --method identity`` loads
-no scipy, numba or partitioner); ``rankmap --help`` imports them all.  Errors
+no scipy, search kernel or partitioner); ``rankmap --help`` imports them all.  Errors
 a user can fix (bad files, bad options) print one line and exit 2;
 ``--debug`` shows the traceback instead.
 
@@ -100,8 +100,9 @@ def _verbatim_tail(command: str | None, argv: list[str]) -> tuple[list[str], lis
 
 def console() -> None:
     """The ``rankmap`` program: ``main``, then out without tearing the
-    interpreter down.  Freeing every object of numba, LLVM and the search
-    at exit took 0.2-0.4 s after an auto run, all of it past the time limit
+    interpreter down.  Freeing every object of the search (scipy's, the
+    partitioners') at exit takes a noticeable time after an auto run, all
+    of it past the time limit
     (``os._exit`` after flushing, as mypy does; every file a command writes
     is closed by then).  Under MPI the normal exit, so MPI_Finalize runs."""
     code = main()

@@ -126,7 +126,7 @@ def add_arguments(p) -> None:
 
 class ListMethods(argparse.Action):
     """``--methods``: print the registry and exit.  The method names are not
-    argparse choices because listing them imports every method (numba, KaHIP,
+    argparse choices because listing them imports every method (scipy, KaHIP,
     Mt-KaHyPar), which each rank of ``mpiexec rankmap map --distributed``
     would pay for; an unknown name is reported when the mapping starts."""
 

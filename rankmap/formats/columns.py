@@ -23,8 +23,7 @@ import numpy as np
 
 BLOCK = 1 << 24  # bytes of text per step (16 MiB)
 FAST_MIN_BYTES = 1 << 20  # smaller files: the line loop is as quick and reads them alone
-COMPILED_MIN_BYTES = 1 << 27  # larger files: plain blocks in one compiled pass (``columns_kernel``; smaller
-                              # ones are not worth numba's import, 1.2 s)
+COMPILED_MIN_BYTES = FAST_MIN_BYTES  # from here plain blocks take one compiled pass (``_columns``)
 SEPARATORS = b" \t\r\n,"
 _SATURATED = np.iinfo(np.int64).max  # what numpy reads an integer past int64 as (-1 - it below)
 
@@ -78,7 +77,7 @@ def scan_numbers(path: str, offset: int, *, dtype, inside: bytes = b"", flag: by
     compiled, threads = None, 1
     if os.path.getsize(path) - offset >= COMPILED_MIN_BYTES:
         from ..cores import default_workers
-        from .columns_kernel import scan_digits as compiled
+        from ._columns import scan_digits as compiled
 
         threads = default_workers()
 

@@ -17,7 +17,6 @@ the same message.  The permutation is checked before ``Split``.
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from mpi4py import MPI
 
 from ..algorithms.distributed.multilevel import COARSE_TIME_LIMIT, Multilevel, level_caps
 from ..algorithms.distributed.swap_rounds import MAX_ROUNDS, REPLICAS, SwapRounds, refine_rounds
-from ..algorithms import AUTO_FIRST_CALL, objective_of
+from ..algorithms import AUTO_FIRST_CALL, auto_loaded, objective_of
 from ..algorithms.refine.swaps import swap_refine
 from ..cost import link_time, mapping_cost
 from ..deadline import Deadline
@@ -54,13 +53,13 @@ IN_PROGRAM_TIME_LIMIT = 0.5
 
 def call_seconds(options: dict, method: str) -> float:
     """The wall-clock bound of one call: the ``time_limit`` the caller gave,
-    else IN_PROGRAM_TIME_LIMIT plus, while this process has not loaded auto's
-    compiled kernels, auto's one-time start (``AUTO_FIRST_CALL``): without it
+    else IN_PROGRAM_TIME_LIMIT plus, while this process has not loaded auto,
+    auto's one-time start (``AUTO_FIRST_CALL``): without it
     the default could never pay that start, and a first call would always
     keep the given order."""
     if "time_limit" in options:
         return float(options["time_limit"])
-    if method == "auto" and "numba" not in sys.modules:
+    if method == "auto" and not auto_loaded():
         return IN_PROGRAM_TIME_LIMIT + AUTO_FIRST_CALL
     return IN_PROGRAM_TIME_LIMIT
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
 
 def contract(adj: sp.csr_array, labels, weights=None, n_coarse: int | None = None):
@@ -38,26 +37,6 @@ def contract(adj: sp.csr_array, labels, weights=None, n_coarse: int | None = Non
     return coarse, np.bincount(labels, weights=w, minlength=nc)
 
 
-@njit(cache=True, nogil=True)
-def _match(indptr, indices, w, vw, group, order, max_weight):
-    n = indptr.size - 1
-    mate = np.full(n, -1, dtype=np.int64)
-    for u in order:
-        if mate[u] >= 0:
-            continue
-        best, best_w = -1, 0.0
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            if v == u or mate[v] >= 0 or group[v] != group[u] or vw[u] + vw[v] > max_weight:
-                continue
-            if w[e] > best_w:
-                best, best_w = v, w[e]
-        if best >= 0:
-            mate[u] = best
-            mate[best] = u
-    return mate
-
-
 def heavy_edge_matching(adj: sp.csr_array, weights, max_weight: float, *, group=None, seed: int = 0):
     """One round of heavy-edge matching: vertices in seeded random order
     each take the unmatched neighbour of heaviest edge whose cluster stays
@@ -69,8 +48,11 @@ def heavy_edge_matching(adj: sp.csr_array, weights, max_weight: float, *, group=
     # random order (Karypis & Kumar): sorting by heaviest edge first lost the
     # exchange the V-cycles find on fe_4elt2/512 (docs/methods.md)
     order = np.random.default_rng(seed).permutation(n).astype(np.int64)
-    mate = _match(adj.indptr.astype(np.int64), adj.indices.astype(np.int64), np.asarray(adj.data, np.float64),
-                  np.asarray(weights, dtype=np.float64), g, order, float(max_weight))
+    from ._kernels import heavy_edge_mates
+
+    mate = heavy_edge_mates(adj.indptr.astype(np.int64), adj.indices.astype(np.int64),
+                            np.asarray(adj.data, np.float64), np.asarray(weights, dtype=np.float64), g, order,
+                            float(max_weight))
     rep = np.where(mate >= 0, np.minimum(np.arange(n), mate), np.arange(n))
     uniq, labels = np.unique(rep, return_inverse=True)
     return labels.astype(np.int64), int(uniq.size)

@@ -202,7 +202,7 @@ def multisection_map(graph: CommGraph, topology: Topology, *, seed: int = 0,
     small sub-problems under the top cuts of a large instance, where a
     partitioner's call costs more than its split; each grown split is
     then improved by an iterated local search of ``search_work``
-    evaluations per task (``split_search.py``).  KaMinPar's one-to-one
+    evaluations per task (``_kernels.improve_split``).  KaMinPar's one-to-one
     splits are asked for ONE_TO_ONE_SLACK, restored to exact sizes by
     chains of moves (``rebalance.py``) and their boundaries refined in
     ``pair_rounds`` rounds of FM on matched pairs of blocks
@@ -370,7 +370,7 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
             continue
         _append_children(below_next, children, tasks, _split(s, node, adj, ws, pes, sub_seed, deadline))
     if grown:
-        from .growing import grow_split  # numba: loaded only where a level grows (the quick start never does)
+        from .growing import grow_split
 
         blocks = grow_split(sym, [t for _, t, _ in grown], [c for _, _, c in grown], s.threads,
                             search_work=_search_work_allowed(s, sum(t.size for _, t, _ in grown), deadline))
@@ -564,7 +564,7 @@ def _refused_blocks(adj, ws: np.ndarray, targets: np.ndarray, deadline: Deadline
     n = adj.shape[0]
     if ws.size and int(targets.sum()) == n and np.all(ws == ws[0]) and not deadline.expired() \
             and deadline.allows(grow_seconds(n, adj.nnz)):
-        from .growing import grow_blocks  # numba: loaded only where a call was refused
+        from .growing import grow_blocks
 
         return grow_blocks(adj, targets)
     return _in_order_blocks(ws, targets)

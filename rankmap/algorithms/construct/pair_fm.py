@@ -9,7 +9,7 @@ while the sizes differ, the best balanced prefix kept), KaHIP's
 quotient-graph refinement in its simplest form.  The pairs come from a
 greedy matching of the quotient graph, heaviest boundary first; the
 pairs of a matching are disjoint, so they run on threads at once, each
-on its own small copy of the graph (``pair_fm_kernel.py``, compiled),
+on its own small copy of the graph (``_kernels.refine_matched``, compiled),
 the tasks renumbered block by block first (on scrambled ids every look-up
 in the whole graph is a cache miss).  Each round matches the blocks anew.
 On a 2^20-task stencil's 16384 blocks of 64 after the chains, three rounds
@@ -57,7 +57,7 @@ def _matching(rows, indices, w, block: np.ndarray, k: int, rng: np.random.Genera
     cross = a < b  # each boundary once; coarsen.contract's sparse product took 0.56 s for this at 2^20, this 0.08
     quotient = sp.coo_array((w[cross], (a[cross], b[cross])), shape=(k, k)).tocsr()
     qa = np.repeat(np.arange(k), np.diff(quotient.indptr))
-    from .pair_fm_kernel import greedy_matching
+    from ._kernels import greedy_matching
 
     key = quotient.data * rng.uniform(1 - MATCH_NOISE, 1 + MATCH_NOISE, qa.size)
     return greedy_matching(qa, quotient.indices.astype(np.int64), np.argsort(-key, kind="stable"), k)
@@ -71,7 +71,7 @@ def refine_pairs(adj, block, k: int, *, rounds: int = ROUNDS, seed: int = 0, thr
     size.  A new array; the result does not depend on ``threads``; a round
     starts only where the ``deadline`` allows its price."""
     deadline = Deadline.of(deadline)
-    from .pair_fm_kernel import refine_matched  # numba: imported where a split is refined
+    from ._kernels import refine_matched
 
     block = np.asarray(block, dtype=np.int64)
     # tasks renumbered block by block: a pair's tasks and their neighbours lie together in memory (at 2^20

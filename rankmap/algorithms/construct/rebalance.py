@@ -68,7 +68,7 @@ def balance_along_paths(adj, block: np.ndarray, capacity: np.ndarray, seed: int 
     hop = HOP * float(np.abs(data).sum()) / max(data.size, 1)
     order = np.random.default_rng(seed).permutation(capacity.size)
     local = block[task]
-    from .rebalance_kernel import move_along_chains  # numba: imported where a repair is needed
+    from ._kernels import move_along_chains
 
     move_along_chains(indptr, indices, data, local, capacity, order, hop, MAX_EXPAND, KNOWN_WIDTH,
                       int(LEFTOVER_WORK * block.size))

@@ -36,7 +36,7 @@ All of them follow one scheme (sec. II): pick a "suitable" task, find a
   are each refined (two ways up to 256 tasks, see ``mesh_auto``) and the
   lowest J is kept: rankmap's own method on meshes.  The two refinements search different neighbourhoods:
   swap refinement (``refine.swap_refine``'s search, compiled for meshes in
-  ``mesh_kernel``) swaps tasks close in the *graph* (N_C^d), pairwise
+  ``refine._kernels``) swaps tasks close in the *graph* (N_C^d), pairwise
   exchange tries the *machine* slots around a task's neighbours (free slots
   included).  Measured on MapLib's 64-rank traffic and delaunay partitions
   (``benchmarks/mesh_heuristics.py``), neither wins everywhere: pairwise
@@ -390,10 +390,10 @@ def pairwise_exchange(graph: CommGraph, topology, pe_of_task, *, eps=None, round
     neighbours (any topology); it takes the swap of largest J decrease.  Up to ``rounds``
     passes, stopping when a pass finds nothing.  Works on the distance oracle
     only; a PE has ``pe_capacity`` slots (equal vertex weights).  Compiled
-    (``mesh_kernel.exchange_rounds``) on meshes and trees, the same search
+    (``refine._kernels.exchange_rounds``) on meshes and trees, the same search
     as the numpy one below (``_pairwise_exchange_numpy``), which serves the
     other machines."""
-    from .kernel import exchange_kernel  # numba: imported when used
+    from .kernel import exchange_kernel
 
     kernel = exchange_kernel(topology)
     if graph.n < 2 or kernel is None:

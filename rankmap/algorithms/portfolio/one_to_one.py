@@ -592,7 +592,7 @@ def auto(graph, topology, *, seed=0, eps=None, time_limit=None, workers=None, de
         repeats = 0 if gain or j > best_j * (1 + 1e-9) else repeats + 1
         if j < best_j:
             best_pe, best_j = pe, j
-        if tried == 1:  # the first start paid the one-off costs (imports, numba's first dispatch)
+        if tried == 1:  # the first start paid the one-off costs (imports)
             began, spent_then = time.monotonic(), spent
     best_pe, best_j = iterated_search(graph, topology, best_pe, best_j, seed=seed, budget=budget - spent,
                                       deadline=deadline)

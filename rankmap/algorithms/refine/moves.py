@@ -20,8 +20,8 @@ cost of u on any PE q is
 
 O(depth) per candidate, from the tree's own ancestor table: no k x k
 matrix.  A pass visits every task once in random order and applies each
-improving move at once (sequential label propagation, compiled with numba
-like refine_kernel); passes repeat until one gains less than ``min_gain``
+improving move at once (sequential label propagation, compiled:
+``_kernels.move_pass``); passes repeat until one gains less than ``min_gain``
 of J.  One pass is O(m * depth), far cheaper than a swap pass over N_C^d
 balls (measured in benchmarks/quality_peers.py --only-many), which is what
 lets auto afford more multisection starts many-to-one.
@@ -32,8 +32,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from ..jit import njit
-from .kernel import accumulate, cost_at
 
 from ...cost import mapping_cost
 from ...deadline import Deadline
@@ -43,86 +41,6 @@ from ...topology import Topology
 from .swaps import RefineStats
 
 MIN_GAIN = 1e-4      # stop when a pass lowers J by less than this fraction
-
-
-@njit(cache=True, nogil=True)
-def _update_room(parent, child_ptr, child_idx, leaf_of_pe, room, cap, load, pe):
-    """Room (capacity - load) of ``pe`` changed: refresh the maxima above it."""
-    node = leaf_of_pe[pe]
-    room[node] = cap[pe] - load[pe]
-    node = parent[node]
-    while node >= 0:
-        r = -np.inf
-        for c in range(child_ptr[node], child_ptr[node + 1]):
-            r = max(r, room[child_idx[c]])
-        room[node] = r
-        node = parent[node]
-
-
-@njit(cache=True, nogil=True)
-def _nearest_room(parent, child_ptr, child_idx, leaf_pe, room, leaf, need):
-    """A PE with at least ``need`` room in the smallest subtree around the
-    leaf node ``leaf`` that has one (the roomiest child at every step
-    down), or -1."""
-    node = parent[leaf]
-    while node >= 0 and room[node] < need:
-        node = parent[node]
-    if node < 0:
-        return -1
-    while child_ptr[node + 1] > child_ptr[node]:
-        best = child_idx[child_ptr[node]]
-        for c in range(child_ptr[node] + 1, child_ptr[node + 1]):
-            if room[child_idx[c]] > room[best]:
-                best = child_idx[c]
-        node = best
-    return leaf_pe[node]
-
-
-@njit(cache=True, nogil=True)
-def move_pass(indptr, indices, w, pos, paths, dist_ext, order, vw, load, cap, tree, room,
-              acc, stamp, tick, tol):
-    """One label-propagation sweep over the tasks in ``order``: each task
-    moves to its best PE with room when that gains more than ``tol``.
-    ``tree`` = (parent, child_ptr, child_idx, leaf_of_pe, leaf_pe) of the
-    topology, ``room`` the most room of a PE below every node.  Updates
-    ``pos``, ``load`` and ``room``; returns (moves, J change, next tick)."""
-    parent, child_ptr, child_idx, leaf_of_pe, leaf_pe = tree
-    moves = 0
-    change = 0.0
-    for i in range(order.size):
-        u = order[i]
-        if indptr[u] == indptr[u + 1]:
-            continue
-        tick += 1
-        p = pos[u]
-        accumulate(indptr, indices, w, pos, paths, acc, u, False)
-        here = cost_at(paths, dist_ext, acc, p)
-        best_gain = tol
-        best_q = -1
-        for e in range(indptr[u], indptr[u + 1]):
-            q = pos[indices[e]]
-            if q == p or stamp[q] == tick:
-                continue
-            stamp[q] = tick
-            if load[q] + vw[u] > cap[q]:  # full: the nearest PE with room
-                q = _nearest_room(parent, child_ptr, child_idx, leaf_pe, room, leaf_of_pe[q], vw[u])
-                if q < 0 or q == p or stamp[q] == tick:
-                    continue
-                stamp[q] = tick
-            g = here - cost_at(paths, dist_ext, acc, q)
-            if g > best_gain:
-                best_gain = g
-                best_q = q
-        accumulate(indptr, indices, w, pos, paths, acc, u, True)
-        if best_q >= 0:
-            pos[u] = best_q
-            load[p] -= vw[u]
-            load[best_q] += vw[u]
-            _update_room(parent, child_ptr, child_idx, leaf_of_pe, room, cap, load, p)
-            _update_room(parent, child_ptr, child_idx, leaf_of_pe, room, cap, load, best_q)
-            moves += 1
-            change -= best_gain
-    return moves, change, tick
 
 
 def _tree_arrays(topology: Topology):
@@ -164,6 +82,7 @@ def refine_moves(graph: CommGraph, topology: Topology, pe_of_task, *, eps: float
     """Move local search on a tree topology; returns ``(pe_of_task, RefineStats)``
     (``swaps`` counts moves).  ``deadline`` is checked between passes (one
     pass is O(m depth))."""
+    from ._kernels import move_pass
     from .kernel import tree_oracle
 
     if not isinstance(topology, Topology):

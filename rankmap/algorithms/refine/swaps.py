@@ -104,10 +104,10 @@ def _ball_pairs(adj: sp.csr_array, depth: int, cap: int, rng: np.random.Generato
 def _ball_block(indptr, indices, start: int, chunk: int, depth: int, cap: int, space: dict):
     """The pairs (s, v), s < v, of the sources s of ``start .. start +
     chunk`` with the tasks v of their balls, in one array pair: BFS from s
-    (``kernel.ball_pairs``, compiled) up to ``depth`` levels, whole levels
+    (``_kernels.ball_pairs``, compiled) up to ``depth`` levels, whole levels
     kept, no further level once the ball holds ``cap`` tasks.  ``space``
     keeps the BFS's work arrays (one per thread) between calls."""
-    from .kernel import ball_pairs
+    from ._kernels import ball_pairs
 
     n = indptr.size - 1
     if not space:
@@ -317,17 +317,20 @@ def _by_tree_position(s: _SwapState) -> np.ndarray:
 
 def _compiled_kernel(topology):
     """The compiled pass and its distance-oracle arrays for this machine, or
-    None where only the numpy path applies: tree machines use
-    ``refine_kernel``; meshes and tori with an integral intra-node distance
-    the same pass compiled with a hop-count oracle (``mesh_kernel``)."""
+    None where only the numpy path applies: tree machines use the tree's
+    oracle (``kernel.tree_oracle``); meshes and tori with an integral
+    intra-node distance the same pass with a hop-count oracle
+    (``mesh.kernel.mesh_oracle``)."""
     if isinstance(topology, Topology):
-        from .kernel import swap_pass, tree_oracle
+        from ._kernels import swap_pass
+        from .kernel import tree_oracle
 
         return (swap_pass, *tree_oracle(topology))
     if float(getattr(topology, "intra_node_distance", 0.5)).is_integer():
-        from ..mesh.kernel import mesh_oracle, swap_pass
+        from ..mesh.kernel import mesh_oracle
+        from ._kernels import mesh_swap_pass
 
-        return (swap_pass, *mesh_oracle(topology))
+        return (mesh_swap_pass, *mesh_oracle(topology))
     return None
 
 
@@ -558,7 +561,8 @@ def refine_around(graph: CommGraph, topology: Topology, pe_of_task, changed, *, 
     the ``deadline`` is checked between slices of about SCAN_SLICE_WORK
     steps.  Returns ``(pe_of_task, tasks scanned, J)``: the count is auto's
     deterministic measure of the work done."""
-    from .kernel import best_swaps_of, cache_columns, connection_cache, gammas, tree_oracle
+    from ._kernels import best_swaps_of, connection_cache, gammas
+    from .kernel import cache_columns, tree_oracle
 
     deadline = Deadline.of(deadline)
     adj = graph.symmetric

@@ -1,0 +1,225 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The compiled passes of the report, the graph and the replay.
+
+``uniform_pass``/``group_loads``/``row_costs``: a mapping's report on a
+uniform hierarchy in one pass over the rows.  On a tree built by
+``Topology.uniform`` the PEs of a depth-d group are a range of s_d PEs, so
+whether PE q shares PE p's depth-d group is two comparisons: no ancestor
+paths, no division per pair.  Per PE it keeps the bytes it sends to other
+PEs and to those of each of its groups (a row's pairs share their sender:
+summed in place; slices of rows on threads); J, bytes per level, hops, the
+links' loads and the PEs' bytes follow from these O(n_pes x depth) sums
+(``cost._uniform_breakdown``).  The numpy path makes a dozen arrays of m
+entries and scatters over them.
+
+``rows_symmetric``: the symmetry check of a large graph.  Each pair (u, v)
+with u < v looks up u in row v (rows are sorted: a binary search) and the
+pairs below the diagonal are only counted, so the pass reads half the
+entries at random and writes nothing (transposing scatters all m entries
+into new arrays); slices of rows run on threads (``cores.row_slices``).
+
+``fair_rates``: max-min fair rates of the replay's flows, recomputed at
+every flow start and end.  The links wait in a heap by their fair share;
+the smallest saturates, its flows take that share and leave their other
+links, whose shares can only grow, so an entry found stale at the top goes
+back with its share now: one pass over the flows' paths and the heap's work
+per step (progressive filling in numpy takes a pass over all flows per
+distinct bottleneck share).
+
+Every function releases the GIL.
+"""
+
+from libc.stdint cimport int64_t
+from libcpp.vector cimport vector
+
+import numpy as np
+
+from rankmap._heap cimport pop, push
+
+
+def uniform_pass(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,
+                 const int64_t[::1] pe, const int64_t[::1] sizes, double[:, ::1] within, double[::1] same,
+                 int64_t first, int64_t last):
+    """One pass over the rows ``first`` <= u < ``last`` of the CSR pairs
+    (u -> indices[e], bytes w[e]) mapped by ``pe``; ``sizes[d]``: PEs per
+    group at depth d, root first, leaves (1) last.  Adds to within[p, 0]
+    the bytes PE p sends to other PEs, to within[p, d] those to other PEs
+    of its depth-d group, to same[p] the bytes between tasks on PE p;
+    returns the count of same-PE pairs.  Slices of rows may run at once
+    where no two rows share a PE (one task per PE)."""
+    cdef Py_ssize_t levels = sizes.shape[0] - 1
+    cdef vector[double] row = vector[double](levels)
+    cdef vector[int64_t] lo = vector[int64_t](levels)
+    cdef vector[int64_t] hi = vector[int64_t](levels)
+    cdef int64_t same_pairs = 0, u, p, q, e
+    cdef Py_ssize_t d
+    cdef double on_p, b
+    with nogil:
+        for u in range(first, last):
+            p = pe[u]
+            for d in range(levels):  # the PE range [lo[d], hi[d]) of p's group at depth d (p >= 0)
+                lo[d] = p // sizes[d] * sizes[d]
+                hi[d] = lo[d] + sizes[d]
+                row[d] = 0.0
+            on_p = 0.0
+            for e in range(indptr[u], indptr[u + 1]):
+                q = pe[indices[e]]
+                b = w[e]
+                if p == q:
+                    same_pairs += 1
+                    on_p += b
+                    continue
+                row[0] += b
+                for d in range(1, levels):  # groups nest: the pair shares p's groups down to its LCA
+                    if lo[d] <= q and q < hi[d]:
+                        row[d] += b
+            for d in range(levels):
+                within[p, d] += row[d]
+            same[p] += on_p
+    return same_pairs
+
+
+def group_loads(const double[:, ::1] within, const double[::1] received, const int64_t[::1] sizes,
+                const int64_t[::1] offsets):
+    """The bytes over every group's link to its parent, up and down, flat
+    (depth d's groups from ``offsets[d]``, d >= 1), from ``uniform_pass``'s
+    sums: a group sends out what its PEs send less what stays inside it,
+    and receives what its PEs receive less what they send each other."""
+    cdef Py_ssize_t levels = sizes.shape[0] - 1, p, d
+    up_arr = np.zeros(offsets[offsets.shape[0] - 1])
+    down_arr = np.zeros(offsets[offsets.shape[0] - 1])
+    cdef double[::1] up = up_arr, down = down_arr
+    cdef double inside
+    cdef int64_t g
+    with nogil:
+        for p in range(within.shape[0]):
+            for d in range(1, levels + 1):
+                inside = within[p, d] if d < levels else 0.0  # a leaf holds one PE: nothing stays inside
+                g = offsets[d] + p // sizes[d]
+                up[g] += within[p, 0] - inside
+                down[g] += received[p] - inside
+    return up_arr, down_arr
+
+
+def row_costs(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,
+              const int64_t[::1] pe, const int64_t[::1] sizes, const double[::1] dists, double[::1] out,
+              int64_t first, int64_t last):
+    """``out[u]`` for rows ``first`` <= u < ``last``: the bytes x distance
+    of row u's pairs (u -> indices[e], bytes w[e]) mapped by ``pe`` on a
+    uniform hierarchy (``sizes[d]`` PEs per depth-d group, root first;
+    ``dists[d]`` the distance of a pair whose deepest shared group is at
+    depth d).  The J pass and the swap search's per-task sums without the
+    m source ids and distances numpy would spell out."""
+    cdef Py_ssize_t levels = sizes.shape[0], d
+    cdef vector[int64_t] lo = vector[int64_t](levels)
+    cdef int64_t u, p, q, e
+    cdef double s
+    with nogil:
+        for u in range(first, last):
+            p = pe[u]
+            for d in range(levels):
+                lo[d] = p // sizes[d] * sizes[d]
+            s = 0.0
+            for e in range(indptr[u], indptr[u + 1]):
+                q = pe[indices[e]]
+                if q == p:
+                    continue
+                d = 0
+                while d + 1 < levels and lo[d + 1] <= q and q < lo[d + 1] + sizes[d + 1]:
+                    d += 1
+                s += w[e] * dists[d]
+            out[u] = s
+
+
+def rows_symmetric(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,
+                   int64_t first, int64_t last):
+    """For the rows ``first`` <= u < ``last`` of a canonical CSR (sorted
+    rows, no duplicates, no diagonal): whether every pair (u, v, w) above
+    the diagonal is found mirrored as (v, u, w), and how many more pairs lie
+    above it than below.  The whole graph is symmetric when every slice
+    finds its mirrors and the counts sum to 0 (so no mirror is missing
+    either way)."""
+    cdef int64_t above = 0, below = 0, u, e, v, lo, hi, mid
+    cdef bint ok = True
+    with nogil:
+        for u in range(first, last):
+            for e in range(indptr[u], indptr[u + 1]):
+                v = indices[e]
+                if v < u:
+                    below += 1
+                    continue
+                above += 1
+                lo, hi = indptr[v], indptr[v + 1]
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if indices[mid] < u:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo == indptr[v + 1] or indices[lo] != u or w[lo] != w[e]:
+                    ok = False
+                    break
+            if not ok:
+                break
+    if not ok:
+        return False, 0
+    return True, above - below
+
+
+def fair_rates(const int64_t[:, :] links, const int64_t[::1] active, const double[::1] capacity):
+    """Rates (bytes/s) of the flows ``active``: each entry a row of
+    ``links``, the flow's path (indices into ``capacity``, padded with its
+    last index, an infinite link; flows may share a row).  Every flow
+    crosses at least one finite link."""
+    cdef Py_ssize_t pad = capacity.shape[0] - 1, width = links.shape[1], n_active = active.shape[0]
+    rate_arr = np.full(n_active, -1.0)
+    cdef double[::1] rate = rate_arr
+    cdef vector[int64_t] count = vector[int64_t](pad, 0)
+    cdef vector[int64_t] start = vector[int64_t](pad + 1, 0)  # the flows of each link (CSR)
+    cdef vector[int64_t] fill, flows
+    cdef vector[double] left
+    cdef vector[double] keys = vector[double](pad)  # a heap of links by their share when pushed: at most one entry per link
+    cdef vector[int64_t] vals = vector[int64_t](pad)
+    cdef Py_ssize_t size = 0, a, j, k
+    cdef int64_t m, o
+    cdef double level = 0.0, share, now
+    with nogil:
+        for a in range(n_active):
+            for j in range(width):
+                m = links[active[a], j]
+                if m < pad:
+                    count[m] += 1
+        for m in range(pad):
+            start[m + 1] = start[m] + count[m]
+        fill.assign(start.begin(), start.begin() + pad)
+        flows.resize(start[pad])
+        for a in range(n_active):
+            for j in range(width):
+                m = links[active[a], j]
+                if m < pad:
+                    flows[fill[m]] = a
+                    fill[m] += 1
+        left.assign(&capacity[0], &capacity[0] + pad)
+        for m in range(pad):
+            if count[m]:
+                size = push(keys.data(), vals.data(), size, left[m] / count[m], m)
+        while size:
+            size = pop(keys.data(), vals.data(), size, &share, &m)
+            if count[m] == 0:
+                continue  # its flows all took a smaller share
+            now = left[m] / count[m]
+            if now != share:  # grown since pushed (shares only grow): back with its share now
+                size = push(keys.data(), vals.data(), size, now, m)
+                continue
+            level = level if level > share else share  # a smaller one is rounding
+            for k in range(start[m], start[m + 1]):
+                a = flows[k]
+                if rate[a] >= 0:
+                    continue
+                rate[a] = level
+                for j in range(width):
+                    o = links[active[a], j]
+                    if o < pad:
+                        left[o] -= level
+                        count[o] -= 1
+    return rate_arr
