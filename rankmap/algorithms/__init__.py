@@ -16,19 +16,17 @@ import numpy as np
 
 if TYPE_CHECKING:  # annotations only: importing one module here must not load scipy
     from ..graph import CommGraph
-from ..deadline import Deadline, slowness
+from ..deadline import Deadline
 from ..mapping import Mapping, validate_mapping
 from ..topology import Topology
 from .registry import METHODS, MethodSpec, method_names, register  # noqa: F401 (the package's interface)
 
 #: seconds auto's first call in a process pays before it maps anything:
-#: importing its methods, scipy and the partitioners; none of it can be
-#: cut, so a deadline that leaves less gets auto's quick start instead
-#: (``_quick_start``; measured: docs/time-limits.md, "Start-up")
-AUTO_FIRST_CALL = 1.5
-#: ... and what the quick start's first call pays: importing the
-#: multisection (scipy.sparse and KaHIP), seconds on an idle core
-QUICK_START_IMPORT = 0.27
+#: importing its methods, scipy and the partitioners (the kernels are
+#: compiled when the package is built); none of it can be cut, so a
+#: deadline that leaves less keeps the given order (measured:
+#: docs/time-limits.md, "Start-up")
+AUTO_FIRST_CALL = 0.4
 
 
 def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: int = 0,
@@ -69,15 +67,13 @@ def map_tasks(graph: CommGraph, topology: Topology, method: str = "auto", seed: 
     # nodes whose inside is a link matrix: the methods map onto the tree that
     # approximates it, then each node's PEs are settled on the true distances
     tree = topology.tree_only() if getattr(topology, "has_links", False) else topology
-    timed = _times_messages(graph, topology, method, objective)
-    search = _latency_weighted(graph, topology) if timed else graph  # the QAP the methods solve
     if method == "auto" and not auto_loaded() and not deadline.allows(AUTO_FIRST_CALL):
+        start = time.perf_counter()
         given = _given_order(graph, topology, eps)  # auto could not even start: skip its imports
         if given is not None:
-            start = time.perf_counter()
-            pe = _within_nodes(search, topology, _quick_start(search, tree, given, seed, eps, deadline), deadline)
-            pe = pe if pe is given else _better(graph, topology, pe, given, timed)  # two passes: only if it differs
-            return Mapping(pe, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
+            return Mapping(given, method=method, seed=seed, time_s=time.perf_counter() - start, deadline_hit=True)
+    timed = _times_messages(graph, topology, method, objective)
+    search = _latency_weighted(graph, topology) if timed else graph  # the QAP the methods solve
     if method not in METHODS:
         raise ValueError(f"unknown mapping method {method!r}; choose from {', '.join(method_names())}")
     kind = "tree" if isinstance(topology, Topology) else "mesh"
@@ -235,35 +231,6 @@ def _given_order(graph, topology, eps):
     except ValueError:
         return None
     return given
-
-
-def _quick_start(graph, topology, given, seed: int, eps, deadline: Deadline):
-    """What auto does when its own start does not fit the deadline: the
-    better of the given order and a KaHIP fast multisection (auto's first
-    start without its refinement; KaMinPar's on a dense graph), on a tree
-    where the deadline leaves time for its import and as long again.  The
-    multisection prices every partitioning call against the deadline at
-    idle-core speed: its deadline comes as much sooner as the import ran
-    slower than QUICK_START_IMPORT (a loaded machine)."""
-    loaded = f"{__name__}.construct.multisection" in sys.modules
-    if not isinstance(topology, Topology) or not (loaded or deadline.allows(2 * QUICK_START_IMPORT)):
-        return given
-    began = time.monotonic()
-    multisection = METHODS["multisection"].fn  # the import, unless loaded
-    slow = 1.0 if loaded else slowness(began, QUICK_START_IMPORT)
-    left = deadline.remaining() - _tail_seconds(graph, deadline)
-    inner = deadline.sooner(deadline.remaining() - left / slow)
-    from .construct.partition import dense
-
-    # KaHIP is slow on dense graphs (5x its sparse price at 200 partners per task), KaMinPar is not
-    backend = "kaminpar" if dense(graph.n, graph.symmetric.nnz) else "kahip"
-    try:
-        pe = np.asarray(multisection(graph, topology, seed=seed, eps=eps, preset="fast", backend=backend, workers=1,
-                                     deadline=inner), dtype=np.int64)
-        validate_mapping(pe, graph, topology, eps=eps)
-    except ValueError:  # cut where weighted tasks no longer fit their PEs
-        return given
-    return _better(graph, topology, pe, given)
 
 
 def _times_messages(graph, topology, method: str, objective: str | None) -> bool:
