@@ -53,6 +53,7 @@ def worker(limits: list[str], paths: list[str]) -> None:
     from mpi4py import MPI
 
     import rankmap
+    from rankmap.algorithms import auto_loaded
     from rankmap.reorder.api import call_seconds
 
     comm = MPI.COMM_WORLD
@@ -64,7 +65,7 @@ def worker(limits: list[str], paths: list[str]) -> None:
         for limit in limits:
             options = {} if limit == "default" else {"time_limit": float(limit)}
             budget = call_seconds(options, "auto")  # rank 0's: its clock decides
-            first = "numba" not in sys.modules
+            first = not auto_loaded()
             comm.Barrier()
             t, cpu = time.perf_counter(), time.process_time()
             new = rankmap.reorder_comm(comm, traffic=row, topology=topo, distributed=(path == "distributed"),
