@@ -316,9 +316,9 @@ def one_to_one_methods(args, scotch):
 
 
 def warm_up(tools, instances):
-    """One untimed run of every tool on the first instance and on the first of several nodes: imports,
-    thread pools (Mt-KaHyPar's starts at auto's first cut between nodes) and numba's cache loads are
-    once per process, so no row pays them (with one process per graph, every 128-task row did)."""
+    """One untimed run of every tool on the first instance and on the first of several nodes: imports
+    and thread pools (Mt-KaHyPar's starts at auto's first cut between nodes) are once per process, so
+    no row pays them (with one process per graph, every 128-task row did)."""
     firsts = instances[:1] + [inst for inst in instances if inst[2] > 1][:1]
     for _, make, k in dict.fromkeys(firsts):
         g = make()

@@ -5,7 +5,9 @@ place in ``--help``), ``add_arguments(parser)`` and ``run(args) -> int``;
 modules are discovered by file name, so adding a command touches no shared
 file.  A command line imports only the module of the command it names (each
 module imports what its path needs: ``rankmap map --method identity`` loads
-no scipy, search kernel or partitioner); ``rankmap --help`` imports them all.  Errors
+no scipy, search kernel or partitioner); ``rankmap --help`` reads every
+command's ``NAME``, ``HELP`` and ``ORDER`` from its source and imports none
+(not even numpy).  Errors
 a user can fix (bad files, bad options) print one line and exit 2;
 ``--debug`` shows the traceback instead.
 
@@ -45,7 +47,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command, or of ``command`` only."""
+    """The parser of ``command`` with its arguments, or without one the
+    parser that lists every command (``command_table``: none imported)."""
     parser = _Parser(prog="rankmap", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     from .. import __version__
@@ -53,13 +56,32 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rankmap {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in command_modules(None if command is None else [command]):
+    if command is None:
+        for name, help_text, _ in command_table():
+            sub.add_parser(name, help=help_text)
+        return parser
+    for mod in command_modules([command]):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
+
+
+def command_table() -> list[tuple[str, str, int]]:
+    """(NAME, HELP, ORDER) of every command in ``--help`` order, read from
+    the modules' sources (they are constants), none imported."""
+    import ast
+    from pathlib import Path
+
+    rows = []
+    for name in command_names():
+        tree = ast.parse(Path(__file__).with_name(f"{name}_cmd.py").read_text(encoding="utf-8"))
+        consts = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                  and isinstance(node.value, ast.Constant) for target in node.targets if isinstance(target, ast.Name)}
+        rows.append((consts["NAME"], consts["HELP"], consts["ORDER"]))
+    return sorted(rows, key=lambda row: (row[2], row[0]))
 
 
 def command_names() -> list[str]:
