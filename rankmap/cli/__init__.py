@@ -46,21 +46,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of ``command`` with its arguments, or without one the
-    parser that lists every command (``command_table``: none imported)."""
+def _top_parser():
+    """The parser of the top-level options, and its subparsers' holder."""
     parser = _Parser(prog="rankmap", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"rankmap {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    if command is None:
-        for name, help_text, _ in command_table():
-            sub.add_parser(name, help=help_text)
-        return parser
-    for mod in command_modules([command]):
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
+
+
+def listing_parser() -> argparse.ArgumentParser:
+    """The parser that lists every command without its arguments
+    (``command_table``: no command module imported): ``rankmap --help``."""
+    parser, sub = _top_parser()
+    for name, help_text, _ in command_table():
+        sub.add_parser(name, help=help_text)
+    return parser
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` only."""
+    parser, sub = _top_parser()
+    for mod in command_modules(None if command is None else [command]):
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -153,9 +162,12 @@ def main(argv=None) -> int:
         started = started if start is None else start
         argv = sys.argv[1:]
     command = _named_command(argv)
-    parser = build_parser(command)
+    parser = build_parser(command) if command else listing_parser()
     argv, tail = _verbatim_tail(command, argv)
     args = parser.parse_args(argv)
+    if not getattr(args, "_run", None) and args.command:  # a command the first word did not name
+        parser = build_parser(args.command)
+        args = parser.parse_args(argv)
     if tail is not None:
         setattr(args, TAIL_DEST, getattr(args, TAIL_DEST, []) + tail)
     args.started = started
