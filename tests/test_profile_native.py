@@ -1,12 +1,14 @@
 """Recording compiled programs (``python -m rankmap.profile ./app``) under
 mpiexec with real ranks: C and Fortran call forms recorded to the byte and
-message, crash safety, exit codes and signals, the library built once per
-MPI, one-line refusals.  The programs are compiled with the MPI beside the
-``mpiexec`` the tests use (the mpich wheel's, or the site's Open MPI in
-CI's Open MPI lane)."""
+message, the event log (the message order: equal to the mpi4py twin's on
+every rank, capped, shown, replayed by map), crash safety, exit codes and
+signals, the library built once per MPI, one-line refusals.  The programs
+are compiled with the MPI beside the ``mpiexec`` the tests use (the mpich
+wheel's, or the site's Open MPI in CI's Open MPI lane)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,13 +18,17 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from rankmap.profile.native import build, calls, counts
-from rankmap.trace import read_trace
+from rankmap.profile.collectives import OPS
+from rankmap.profile.native import build, calls, counts, events
+from rankmap.trace import EVENT_CSEND, EVENT_RECV, EVENT_SEND, EVENT_WAIT, read_trace
 from tests.mpi_util import ROOT, check_killed_run, launch_options, mpi_kind, mpiexec_path, run_mpi
+from tests.test_profile_events import logged
 
 PROGRAMS = Path(__file__).parent / "mpi_programs"
+SCRIPTS = Path(__file__).parent / "mpi_scripts"
 
 
 def mpi_tool(*names: str) -> str | None:
@@ -87,6 +93,33 @@ def recorded_rows(trace) -> dict:
     return dict(got)
 
 
+def check_log_against_counters(trace):
+    """The event log says what the counters say: per pair, its SEND posts are
+    the point-to-point sends and its CSEND flows the collective sends (bytes
+    and messages); every WAIT waits for one earlier post, once."""
+    e = trace.events
+    assert e is not None and not e.truncated.any()
+    logged_rows, counted_rows = defaultdict(lambda: [0.0, 0]), defaultdict(lambda: [0.0, 0])
+    for r in range(trace.nranks):
+        op, peer, nbytes = e.rank_events(r)
+        for kind, code in (("p2p", EVENT_SEND), ("collective", EVENT_CSEND)):
+            for dst, b in zip(peer[op == code].tolist(), nbytes[op == code].tolist()):
+                logged_rows[(kind, r, dst)][0] += b
+                logged_rows[(kind, r, dst)][1] += 1
+        at = np.flatnonzero(op == EVENT_WAIT)
+        posts = peer[at]
+        assert np.unique(posts).size == posts.size and (posts < at).all(), f"rank {r}: waits {posts}"
+        assert np.isin(op[posts], (EVENT_SEND, EVENT_RECV)).all(), f"rank {r}"
+    for kind in ("p2p", "collective"):
+        c = trace.edges[kind]
+        for s, d, b, m in zip(c["src"].tolist(), c["dst"].tolist(), c["bytes"].tolist(), c["msgs"].tolist()):
+            counted_rows[(kind, s, d)][0] += b
+            counted_rows[(kind, s, d)][1] += m
+    wrong = {k: (logged_rows.get(k), counted_rows.get(k)) for k in logged_rows.keys() | counted_rows.keys()
+             if logged_rows.get(k) != counted_rows.get(k)}
+    assert not wrong, f"(kind, src, dst): (logged, counted) {sorted(wrong.items())[:10]}"
+
+
 def check_call_forms(n, tmp_path, program, min_phases):
     out, proc = profile(n, tmp_path, program, str(tmp_path / "expected"), options=["--collectives", "root"])
     assert proc.stdout.count(": ok") == n
@@ -103,6 +136,7 @@ def check_call_forms(n, tmp_path, program, min_phases):
     assert all(h is not None for h in trace.hosts) and all(trace.bindings)
     assert set(trace.host_topology_xml) == set(trace.hosts) and trace.topology() is not None
     assert trace.meta["program"] == str(program) and trace.meta["mpi"]["library"]
+    check_log_against_counters(trace)
     return trace
 
 
@@ -125,6 +159,100 @@ def test_c_call_forms_under_the_standard_abi(tmp_path, compiled):
 @pytest.mark.parametrize("n", [2, 4])
 def test_fortran_call_forms_record_exact_bytes(n, tmp_path, compiled):
     check_call_forms(n, tmp_path, compiled("callforms.f90"), min_phases=22)
+
+
+@pytest.fixture(scope="module")
+def event_order(tmp_path_factory, compiled):
+    """``event_order(n, language)``: the trace of tests/mpi_programs/event_order.c
+    (``"c"``), its Fortran version (``"f90"``) or its mpi4py twin
+    (``"py"``, tests/mpi_scripts/event_order.py; ``args``: its own) on n
+    ranks, recorded once."""
+    done = {}
+
+    def record(n: int, language: str, options=(), args=()):
+        key = (n, language, tuple(options), tuple(args))
+        if key not in done:
+            tmp = tmp_path_factory.mktemp(f"event_order_{language}_{n}")
+            target = SCRIPTS / "event_order.py" if language == "py" else compiled(f"event_order.{language}")
+            out, proc = profile(n, tmp, target, *args, options=options)
+            assert proc.stdout.count(": ok") == n, proc.stdout + proc.stderr
+            done[key] = out
+        return done[key]
+
+    return record
+
+
+def with_twin(event_order, n, language):
+    """The compiled program's trace and its mpi4py twin's (with Isendrecv
+    where the C program has it: an MPI-4 library)."""
+    program = read_trace(event_order(n, language))
+    isendrecv = language == "c" and program.meta["mpi"]["standard"] >= "4"
+    return program, read_trace(event_order(n, "py", args=["isendrecv"] if isendrecv else []))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_c_event_log_equals_its_mpi4py_twins(n, event_order):
+    """Every rank of the C program logs exactly what its mpi4py twin logs:
+    posts, peers, bytes, which post each wait waits for (Waitall, Waitany,
+    Waitsome, Test, Testall, Testany, persistent requests, requests that
+    share a handle), ANY_SOURCE receives resolved, collectives and their
+    modelled or exact flows, communicators by their world ranks."""
+    c, py = with_twin(event_order, n, "c")
+    assert c.events is not None and not c.events.truncated.any()
+    for me in range(n):
+        log = logged(c, me)
+        assert log == logged(py, me), f"rank {me}"
+        across = (me + n // 2) % n
+        assert (EVENT_RECV, across, 32) in log and (EVENT_RECV, across, 24) in log   # from ANY_SOURCE
+        assert all(peer >= 0 for op, peer, _b in log if op == EVENT_RECV)
+        assert not any(b == 1000 for _op, _peer, b in log)   # the paused exchange
+    check_log_against_counters(c)
+
+
+@pytest.mark.mpi
+def test_fortran_event_log_equals_its_mpi4py_twins(event_order):
+    """The Fortran version (use mpi) logs what the twin logs: integer handles
+    and statuses, MPI_STATUS(ES)_IGNORE, indices from 1."""
+    f, py = with_twin(event_order, 4, "f90")
+    for me in range(4):
+        assert logged(f, me) == logged(py, me), f"rank {me}"
+    check_log_against_counters(f)
+
+
+@pytest.mark.mpi
+def test_c_event_log_cap_and_none(tmp_path, event_order):
+    """``--max-events K`` keeps each rank's first K events (cut here inside a
+    collective's flows on rank 0) and says so; 0 logs nothing; the counters
+    are the same either way."""
+    full = read_trace(event_order(4, "c"))
+    log0 = logged(full, 0)
+    cut = next(i for i in range(len(log0) - 2) if log0[i + 1][0] == log0[i + 2][0] == EVENT_CSEND) + 2
+    capped = read_trace(event_order(4, "c", ["--max-events", str(cut)]))
+    for me in range(4):
+        assert logged(capped, me) == logged(full, me)[:cut], f"rank {me}"
+    assert capped.events.truncated.tolist() == [len(logged(full, me)) > cut for me in range(4)]
+    none = read_trace(event_order(4, "c", ["--max-events", "0"]))
+    assert none.events is None
+    for trace in (capped, none):
+        assert np.array_equal(trace.graph("all").bytes.toarray(), full.graph("all").bytes.toarray())
+
+
+@pytest.mark.mpi
+def test_c_event_log_is_shown_and_replayed(tmp_path, event_order):
+    """``rankmap show`` counts the compiled program's events; ``rankmap map``
+    replays them to judge the given order and the mapping."""
+    out = event_order(4, "c")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    shown = subprocess.run([sys.executable, "-m", "rankmap", "show", str(out)], capture_output=True, text=True,
+                           timeout=120, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert f"events    {read_trace(out).events.op.size} in program order" in shown.stdout
+    mapped = subprocess.run([sys.executable, "-m", "rankmap", "map", str(out), "--method", "greedy", "--json"],
+                            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert mapped.returncode == 0, mapped.stderr
+    result = json.loads(mapped.stdout)
+    assert result["replay_time"] > 0 and result["replay_time_before"] > 0
 
 
 @pytest.mark.mpi
@@ -275,9 +403,34 @@ def test_wrappers_cover_every_form_in_c_and_fortran():
 
 def test_damaged_snapshot_is_one_error(tmp_path, compiled):
     path = tmp_path / "snap"
-    path.write_bytes(b"RMCOUNTS" + b"\x01\x00\x00\x00\x01\x00\x00\x00" + b"\x00" * 10)
+    path.write_bytes(b"RMCOUNTS" + np.array([counts.VERSION, 1], dtype=np.uint32).tobytes() + b"\x00" * 10)
     with pytest.raises(ValueError, match="truncated"):
         counts.read_snapshot(path)
     path.write_bytes(b"garbage!" * 4)
     with pytest.raises(ValueError, match="not a rankmap counters snapshot"):
         counts.read_snapshot(path)
+
+
+def test_damaged_event_log_is_one_error(tmp_path):
+    """A damaged events file is one error naming it; the log read so far stays."""
+    snap = counts.Snapshot("flushed", 0, 2, True, 1, 0.0, 1.0, "h", "mpi", "4.0", [0], list(OPS), ["main"])
+    path = tmp_path / "counts.events"
+    record = np.zeros(1, dtype=events.RECORD)
+    record[0] = (EVENT_SEND, 0, 0, 1, 0, 0, 8)
+    good = events.CHUNK + np.array([0, 1, 0], dtype=np.int64).tobytes() + record.tobytes()
+    log = events.NativeEvents(path, 2, 0, 100, "tree")
+    for data, message in ((good + b"garbage!" * 4, "not an event log chunk"),
+                          (good + good, "does not follow"),
+                          (good[:-8], "is cut short")):
+        path.write_bytes(data)
+        log = events.NativeEvents(path, 2, 0, 100, "tree")
+        snap.log = {"cap": 100, "truncated": 0, "file_bytes": len(data), "file_records": 1}
+        with pytest.raises(ValueError, match=message) as err:
+            log.update(snap)
+        assert str(path) in str(err.value)
+    assert log.event_log(snap).op.size == 0   # the damaged chunk is the first: nothing read
+    record[0] = (EVENT_SEND, 0, 0, 5, 0, 0, 8)   # a rank the job does not have
+    path.write_bytes(events.CHUNK + np.array([0, 1, 0], dtype=np.int64).tobytes() + record.tobytes())
+    snap.log["file_bytes"] = len(good)
+    with pytest.raises(ValueError, match="names an event, rank"):
+        events.NativeEvents(path, 2, 0, 100, "tree").update(snap)

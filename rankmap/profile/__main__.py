@@ -45,7 +45,7 @@ options:
   --max-events N           events each rank logs in program order (posts, waits,
                            collectives: what the replay of an order follows;
                            default 262144, fewer beyond 16 ranks: 2^22 in all,
-                           none beyond 4096 ranks; 0 = no log; mpi4py only)
+                           none beyond 4096 ranks; 0 = no log)
   -h, --help               show this help
 """
 

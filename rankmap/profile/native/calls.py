@@ -17,6 +17,12 @@ collective has its nonblocking ``I`` form (a request more) and its
 persistent ``_init`` form (info, request: counted at each ``MPI_Start``);
 every call with counts has its large-count ``_c`` form (MPI-4, C only).
 Only the calls the MPI's header declares are wrapped (``generate``).
+
+Receives, barriers and the completion calls (``Wait``, ``Test`` and their
+``all``/``any``/``some`` forms) send nothing; they are wrapped for the event
+log: a receive is a post, a barrier a collective, and a completion call
+claims the requests it names before it runs (``before``) and logs the waits
+of those it completed after.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ _ALLTOALLW = ("const void *sendbuf, const int sendcounts[], const int sdispls[],
               "const int rdispls[], const MPI_Datatype recvtypes[]")
 _NEIGHBOR_W = _ALLTOALLW.replace("const int sdispls[]", "const MPI_Aint sdispls[]") \
     .replace("const int rdispls[]", "const MPI_Aint rdispls[]")
+_RECV = "void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm"
 _ORIGIN = "int origin_count, MPI_Datatype origin_datatype"
 _TARGET = "int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype"
 
@@ -66,29 +73,75 @@ class Call:
 
 def _p2p() -> list[Call]:
     calls = []
-    now, persistent = "rm_p2p(comm, dest, count, datatype, NULL)", "rm_p2p(comm, dest, count, datatype, request)"
-    for mode in ("", "B", "S", "R"):
-        calls += [Call(f"{mode}send" if mode else "Send", _SEND, now),
-                  Call(f"I{mode.lower()}send", _SEND + ", MPI_Request *request", now),
+    send = "rm_p2p(comm, dest, count, datatype, {mode}, {req})"
+    for mode in ("", "B", "S", "R"):  # a buffered send completes locally: no wait in the log
+        calls += [Call(f"{mode}send" if mode else "Send", _SEND,
+                       send.format(mode="RM_BUFFERED" if mode == "B" else "RM_BLOCKING", req="RM_NO_REQ")),
+                  Call(f"I{mode.lower()}send", _SEND + ", MPI_Request *request",
+                       send.format(mode="RM_BUFFERED" if mode == "B" else "RM_NONBLOCKING", req="RM_REQ(request)")),
                   Call(f"{mode}send_init" if mode else "Send_init", _SEND + ", MPI_Request *request",
-                       persistent)]
-    sendrecv = "rm_p2p(comm, dest, sendcount, sendtype, NULL)"
-    calls += [Call("Sendrecv", _SENDRECV + ", MPI_Status *status", sendrecv),
-              Call("Isendrecv", _SENDRECV + ", MPI_Request *request", sendrecv),
-              Call("Sendrecv_replace", _REPLACE + ", MPI_Status *status", now),
-              Call("Isendrecv_replace", _REPLACE + ", MPI_Request *request", now),
+                       send.format(mode="RM_PERSISTENT", req="RM_REQ(request)"))]
+    recv = "rm_recv(comm, source, count, datatype, {mode}, {req}, {status})"
+    want = "rm_want_status(source, RM_STATUS(status))"
+    sendrecv = "rm_sendrecv(comm, dest, sendcount, sendtype, source, recvcount, recvtype, {req}, {status})"
+    replace = "rm_sendrecv(comm, dest, count, datatype, source, count, datatype, {req}, {status})"
+    calls += [Call("Recv", _RECV + ", MPI_Status *status",
+                   recv.format(mode="RM_BLOCKING", req="RM_NO_REQ", status="RM_STATUS(status)"), before=want),
+              Call("Irecv", _RECV + ", MPI_Request *request",
+                   recv.format(mode="RM_NONBLOCKING", req="RM_REQ(request)", status="RM_NO_STATUS")),
+              Call("Recv_init", _RECV + ", MPI_Request *request",
+                   recv.format(mode="RM_PERSISTENT", req="RM_REQ(request)", status="RM_NO_STATUS")),
+              Call("Sendrecv", _SENDRECV + ", MPI_Status *status",
+                   sendrecv.format(req="RM_NO_REQ", status="RM_STATUS(status)"), before=want),
+              Call("Isendrecv", _SENDRECV + ", MPI_Request *request",
+                   sendrecv.format(req="RM_REQ(request)", status="RM_NO_STATUS")),
+              Call("Sendrecv_replace", _REPLACE + ", MPI_Status *status",
+                   replace.format(req="RM_NO_REQ", status="RM_STATUS(status)"), before=want),
+              Call("Isendrecv_replace", _REPLACE + ", MPI_Request *request",
+                   replace.format(req="RM_REQ(request)", status="RM_NO_STATUS")),
               Call("Psend_init", "const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, "
                    "int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request *request",
-                   "rm_p2p(comm, dest, (MPI_Count)partitions * count, datatype, request)"),
-              Call("Start", "MPI_Request *request", "rm_start(RM_ONE(*request), 1)"),
+                   "rm_p2p(comm, dest, (MPI_Count)partitions * count, datatype, RM_PERSISTENT, RM_REQ(request))"),
+              Call("Start", "MPI_Request *request", "rm_start(RM_REQUESTS(request), 1)"),
               Call("Startall", "int count, MPI_Request array_of_requests[]",
-                   "rm_start(RM_HANDLES(array_of_requests), count)"),
-              Call("Request_free", "MPI_Request *request", before="rm_forget(*request)")]
-    return calls
+                   "rm_start(RM_REQUESTS(array_of_requests), count)"),
+              Call("Request_free", "MPI_Request *request", before="rm_forget(RM_REQUESTS(request))")]
+    return calls + _completions()
+
+
+def _completions() -> list[Call]:
+    """Wait and Test in all forms: claim the named requests, then the waits
+    of those that completed (``rm_done``: how many, which, their statuses)."""
+    one, many = "MPI_Request *request", "int count, MPI_Request array_of_requests[]"
+    some = ("int incount, MPI_Request array_of_requests[], int *outcount, int array_of_indices[], "
+            "MPI_Status array_of_statuses[]")
+    claim_one = "rm_claim(RM_REQUESTS(request), 1, RM_STATUS(status))"
+    claim_all = "rm_claim(RM_REQUESTS(array_of_requests), count, RM_STATUS({s}))"
+    claim_some = "rm_claim(RM_REQUESTS(array_of_requests), incount, RM_STATUS(array_of_statuses))"
+    done_some = ("rm_done(*outcount == MPI_UNDEFINED ? 0 : *outcount, array_of_indices, RM_BASE, "
+                 "RM_STATUS(array_of_statuses))")
+    return [Call("Wait", f"{one}, MPI_Status *status", "rm_done(1, NULL, 0, RM_STATUS(status))", claim_one),
+            Call("Test", f"{one}, int *flag, MPI_Status *status",
+                 "rm_done(*flag != 0, NULL, 0, RM_STATUS(status))", claim_one),
+            Call("Waitall", f"{many}, MPI_Status array_of_statuses[]",
+                 "rm_done(count, NULL, 0, RM_STATUS(array_of_statuses))",
+                 claim_all.format(s="array_of_statuses")),
+            Call("Testall", f"{many}, int *flag, MPI_Status array_of_statuses[]",
+                 "rm_done(*flag ? count : 0, NULL, 0, RM_STATUS(array_of_statuses))",
+                 claim_all.format(s="array_of_statuses")),
+            Call("Waitany", f"{many}, int *index, MPI_Status *status",
+                 "rm_done(*index != MPI_UNDEFINED, index, RM_BASE, RM_STATUS(status))",
+                 claim_all.format(s="status")),
+            Call("Testany", f"{many}, int *index, int *flag, MPI_Status *status",
+                 "rm_done(*flag && *index != MPI_UNDEFINED, index, RM_BASE, RM_STATUS(status))",
+                 claim_all.format(s="status")),
+            Call("Waitsome", some, done_some, claim_some),
+            Call("Testsome", some, done_some, claim_some)]
 
 
 #: blocking collectives: name, parameters without the communicator, record ({req}: NULL or request)
 _COLLECTIVES = [
+    ("Barrier", "", "rm_barrier(comm, {req})"),
     ("Bcast", "void *buffer, int count, MPI_Datatype datatype, int root",
      "rm_vector(comm, RM_BCAST, count, datatype, root, {req})"),
     ("Reduce", _VECTOR + ", int root", "rm_vector(comm, RM_REDUCE, count, datatype, root, {req})"),
@@ -130,7 +183,8 @@ def _collectives() -> list[Call]:
         params += ", MPI_Comm comm"
         now = record.format(req="NULL")
         calls += [Call(name, params, now),
-                  Call("I" + name[0].lower() + name[1:], params + ", MPI_Request *request", now),
+                  Call("I" + name[0].lower() + name[1:], params + ", MPI_Request *request",
+                       f"({now}, rm_untracked(RM_REQ(request)))"),
                   Call(name + "_init", params + ", MPI_Info info, MPI_Request *request",
                        record.format(req="request"))]
     return calls
@@ -163,11 +217,12 @@ _WIDE = {r"\bint (count|sendcount|recvcount|origin_count|target_count|result_cou
 
 
 def _large_count(call: Call) -> Call | None:
-    """The ``_c`` form of a call with counts (MPI_Count counts, MPI_Aint displacements)."""
+    """The ``_c`` form of a call with counts of a datatype (MPI_Count counts,
+    MPI_Aint displacements); a count of requests stays an ``int``."""
     params = call.params
     for pattern, repl in _WIDE.items():
         params = re.sub(pattern, repl, params)
-    if params == call.params or "partitions" in params:
+    if params == call.params or "partitions" in params or "MPI_Datatype" not in params:
         return None
     return Call(call.name + "_c", params, call.record, call.before, fortran=False, ierror=False)
 
@@ -213,7 +268,9 @@ def parse_params(text: str) -> list[Param]:
 
 
 def _names(statement: str) -> set[str]:
-    return set(re.findall(r"\b\w+\b", statement))
+    """The names a statement reads through the wrapper's C-typed locals (not
+    those that RM_STATUS and RM_REQUESTS read from the arguments themselves)."""
+    return set(re.findall(r"\b\w+\b", re.sub(r"\bRM_(STATUS|REQUESTS)\(\w+\)", "", statement)))
 
 
 def _c_wrapper(call: Call) -> str:
@@ -246,8 +303,8 @@ _F2C = {"MPI_Datatype": "PMPI_Type_f2c", "MPI_Comm": "PMPI_Comm_f2c", "MPI_Win":
 def _fortran_local(p: Param) -> list[str]:
     """C-typed locals named as the C parameter, so the record statement reads the same."""
     f = f"{p.name}_f"
-    if p.base == "void":
-        return []  # a buffer: the same address
+    if p.base in ("void", "MPI_Status"):
+        return []  # a buffer: the same address; statuses: RM_STATUS reaches the argument itself
     if p.array:
         return [f"    const {'MPI_Fint' if p.base in ('int', 'MPI_Datatype', 'MPI_Request') else p.base} "
                 f"*{p.name} = {f};"]
@@ -258,6 +315,8 @@ def _fortran_local(p: Param) -> list[str]:
         return [f"    {p.base} {p.name} = {_F2C[p.base]}(*{f});"]
     if p.base in ("int", "MPI_Aint", "MPI_Count") and not p.pointer:
         return [f"    {p.base} {p.name} = ({p.base})*{f};"]
+    if p.base == "int":  # an output (flag, index, outcount): read after the call
+        return [f"    const MPI_Fint *{p.name} = {f};"]
     raise ValueError(f"no Fortran conversion for {p.decl}")
 
 
@@ -318,15 +377,24 @@ def generate(declared: set[str]) -> str:
     fortran = [c for c in calls if c.fortran and (not c.c or f"PMPI_{c.name}" in declared)] \
         if fortran_handles(declared) else []
     out = [HEADER, "#define RM_IN_PLACE(b) ((const void *)(b) == MPI_IN_PLACE)\n",
-           "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 0, 1})\n\n"]
+           "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 0, 1})\n",
+           "#define RM_REQUESTS(x) ((rm_handles){(const void *)(x), 0, 1})\n",
+           "#define RM_REQ(x) ((rm_req){(x), (const void *)(x)})\n",
+           "#define RM_STATUS(x) ((rm_status){(void **)&(x), 0})\n",
+           "#define RM_BASE 0\n\n"]
     out += [_c_wrapper(c) for c in ours]
     if not fortran:
         return "".join(out)
     out += ["/* Fortran (mpif.h, use mpi): arguments by reference, integer handles */\n",
             "_Static_assert(sizeof(MPI_Fint) == sizeof(int), \"Fortran integer counts are C ints\");\n",
-            "#undef RM_IN_PLACE\n#undef RM_HANDLES\n",
+            "#undef RM_IN_PLACE\n#undef RM_HANDLES\n#undef RM_REQUESTS\n#undef RM_REQ\n#undef RM_STATUS\n"
+            "#undef RM_BASE\n",
             "#define RM_IN_PLACE(b) rm_fortran_in_place(b)\n",
-            "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 1, 1})\n\n"]
+            "#define RM_HANDLES(x) ((rm_handles){(const void *)(x), 1, 1})\n",
+            "#define RM_REQUESTS(x) ((rm_handles){(const void *)(x##_f), 1, 1})  /* integer handles */\n",
+            "#define RM_REQ(x) ((rm_req){(x), (const void *)(x##_f)})  /* kept in a Fortran integer */\n",
+            "#define RM_STATUS(x) ((rm_status){(void **)&(x##_f), 1})  /* integer statuses */\n",
+            "#define RM_BASE 1  /* Fortran's request indices */\n\n"]
     out += [_fortran_wrappers(c) for c in fortran]
     return "".join(out)
 

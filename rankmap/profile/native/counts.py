@@ -9,9 +9,11 @@ pairs with ``rankmap.profile.collectives`` (the same models as for mpi4py
 programs: a plan is linear in the unit, so the summed units give the exact
 per-call result; the ``mpi`` model picks its algorithm by the mean unit of
 the calls and the library the snapshot names) and returns a ``Recorder``,
-whose ``edges()`` are what a trace part holds.  The layout of the file is described at the top of
-``rankmap_pmpi.c``; the file is the library's own, written atomically, but
-a damaged one is still one clear error (``ValueError``), never a crash.
+whose ``edges()`` are what a trace part holds.  The snapshot also says how
+far the event log's file (``events``) goes.  The layout of the file is
+described at the top of ``rankmap_pmpi.c``; the file is the library's own,
+written atomically, but a damaged one is still one clear error
+(``ValueError``), never a crash.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 from ..collectives import intercomm_plan, plan
 from ..recorder import Recorder
 
-MAGIC, END, VERSION = b"RMCOUNTS", b"RMCEND\0\0", 1
+MAGIC, END, VERSION = b"RMCOUNTS", b"RMCEND\0\0", 2
 STATUSES = ("started", "flushed", "finalized", "exited")
 #: the library's row kinds and the recorder's (bytes, messages) attributes
 ROWS = (("pb", "pm"), ("cb", "cm"), ("rb", "rm"), ("gb", "gm"))
@@ -58,6 +60,7 @@ class Snapshot:
     rows: list = field(default_factory=list)    # per kind: (phase, peer, bytes, msgs) arrays
     groups: list = field(default_factory=list)
     events: dict = field(default_factory=dict)  # phase, group, op, root, unit, calls arrays
+    log: dict = field(default_factory=dict)     # the event log: cap, truncated, file_bytes, file_records
 
 
 class _Reader:
@@ -124,15 +127,36 @@ def read_snapshot(path) -> Snapshot:
     if k and (snap.events["phase"].max() >= len(phases) or snap.events["group"].max() >= len(snap.groups)
               or snap.events["op"].max() >= len(ops)):
         raise ValueError(f"{path}: an event names a phase, group or operation that does not exist")
+    snap.log = dict(zip(("cap", "truncated", "file_bytes", "file_records"), (r.i64() for _ in range(4))))
+    if min(snap.log.values()) < 0 or snap.log["file_records"] > snap.log["cap"]:
+        raise ValueError(f"{path}: the event log's sizes do not add up")
     if r.take(8) != END:
         raise ValueError(f"{path}: counters snapshot does not end where it should")
     return snap
 
 
+def flows(snap: Snapshot, model: str, library: str, group: int, op: int, root: int,
+          unit: float) -> list[tuple[int, float, int]]:
+    """``(world rank, factor, messages)`` this rank sends in a collective the
+    library recorded on ``group`` (the peers it addresses), by ``model`` at
+    ``unit`` bytes a call (the ``mpi`` model chooses its algorithm by it and
+    ``library``'s rules): the mpi4py profiler's plan (``wrappers._plan``: a
+    barrier has flows under the ``mpi`` model alone)."""
+    name = snap.ops[op]
+    if model == "none" or (name == "barrier" and model != "mpi"):
+        return []
+    g = snap.groups[group]
+    if g.inter:
+        edges = intercomm_plan(name, len(g.ranks), root, root == ROOT_HERE)
+    else:
+        edges = plan(model, name, g.me, len(g.ranks), root, unit, library)
+    return [(int(g.ranks[q]), f, m) for q, f, m in edges]
+
+
 def recorder(snap: Snapshot, model: str) -> Recorder:
     """The snapshot as the mpi4py profiler's ``Recorder`` of that rank, the
     collective events spread over pairs by ``model``."""
-    rec = Recorder(snap.size, snap.rank, model, max_events=0, library=snap.mpi_library)  # no events logged
+    rec = Recorder(snap.size, snap.rank, model, max_events=0, library=snap.mpi_library)  # the log: events.py
     per_phase = {name: [[np.zeros(snap.size + 1), np.zeros(snap.size + 1, dtype=np.int64)]
                         for _ in ROWS] for name in snap.phases}
     for kind, (phase, peer, nbytes, msgs) in enumerate(snap.rows):
@@ -143,15 +167,10 @@ def recorder(snap: Snapshot, model: str) -> Recorder:
     ev = snap.events
     for phase, group, op, root, unit, calls in zip(*(ev[k].tolist() for k in
                                                      ("phase", "group", "op", "root", "unit", "calls"))):
-        g = snap.groups[group]
-        if g.inter:
-            edges = intercomm_plan(snap.ops[op], len(g.ranks), root, root == ROOT_HERE)
-        else:
-            edges = plan(model, snap.ops[op], g.me, len(g.ranks), root, unit / max(calls, 1), rec.library)
         b, m = per_phase[snap.phases[phase]][1]
-        for q, factor, messages in edges:
-            b[g.ranks[q]] += factor * unit
-            m[g.ranks[q]] += messages * calls
+        for w, factor, messages in flows(snap, model, rec.library, group, op, root, unit / max(calls, 1)):
+            b[w] += factor * unit
+            m[w] += messages * calls
     for name in snap.phases:
         counters = rec.counters(name)
         for (b_attr, m_attr), (b, m) in zip(ROWS, per_phase[name]):

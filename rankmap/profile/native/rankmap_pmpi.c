@@ -1,6 +1,7 @@
 /* rankmap's PMPI interposition library: counters, communicator tables,
- * snapshots.  The wrappers of the MPI calls are generated next to this file
- * (rankmap/profile/native/calls.py) and call the rm_* functions here.
+ * the event log, snapshots.  The wrappers of the MPI calls are generated
+ * next to this file (rankmap/profile/native/calls.py) and call the rm_*
+ * functions here.
  *
  * What a rank sent is kept as dense rows indexed by COMM_WORLD rank (index
  * world_size: processes outside COMM_WORLD), per phase and kind (p2p, exact
@@ -9,6 +10,18 @@
  * Python side turns into pairs with rankmap's collective models.  A group
  * is a communicator's members as COMM_WORLD ranks (the remote group of an
  * intercommunicator), kept once however many communicators share it.
+ *
+ * The event log holds the rank's posts, waits and collectives in program
+ * order, as the mpi4py profiler logs them (rankmap/profile/eventlog.py):
+ * records in one array allocated at the start, `cap` of them (the
+ * parent's --max-events); at the cap the log stops (`truncated`) and the
+ * counters go on.  A record is one event of the trace, except a collective
+ * with a model: one record that the Python side expands, with the same
+ * models, into the collective and this rank's flows.  Requests whose
+ * completion the log waits for are tracked by handle; a receive from
+ * MPI_ANY_SOURCE is logged from peer -1 and fixed (source, size) when it
+ * completes.  Snapshots append only the records and fixes logged since the
+ * last one to the events file (COUNTS.events).
  *
  * Communicator and window tables are built at first use from the group and
  * dropped by an attribute delete callback when the program frees the
@@ -21,9 +34,10 @@
  * RANKMAP_PMPI_INTERVAL.  Without RANKMAP_PMPI_COUNTS the library records
  * nothing.  A thread writes a snapshot (temp file + rename) every interval
  * when the counters changed and says so on the socket: 'S' started (the
- * parent answers 'A' once its part file exists), 'F' written, 'T' nothing
- * new, 'E' the final snapshot (MPI_Finalize, or exit without it).  The
- * parent may ask for a snapshot now with 'R'.
+ * parent answers 'A' and the event log's cap, i64, once its part file
+ * exists), 'F' written, 'T' nothing new, 'E' the final snapshot
+ * (MPI_Finalize, or exit without it).  The parent may ask for a snapshot
+ * now with 'R'.
  *
  * Snapshot layout (host byte order; str = i64 length + bytes):
  *   "RMCOUNTS" u32 version u32 status(0 started 1 flushed 2 finalized 3 exited)
@@ -33,7 +47,11 @@
  *   4 x (kind p2p, collective, put, get): i64 k  i32 phase[k] i32 peer[k] f64 bytes[k] i64 msgs[k]
  *   i64 ngroups, per group: i32 inter, me, size, ranks[size]
  *   i64 nevents  i32 phase[] group[] op[] root[]  f64 unit[]  i64 calls[]
+ *   i64 cap, truncated, log_bytes, log_records   (the events file up to
+ *       log_bytes holds the first log_records records)
  *   "RMCEND\0\0"
+ * Events file: chunks of "RMEVENTS" i64 first, nrec, nfix, rec_t[nrec],
+ *   nfix x (i64 record, peer, bytes).
  */
 #define _GNU_SOURCE
 #include "rankmap_pmpi.h"
@@ -52,7 +70,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SNAPSHOT_VERSION 1
+#define SNAPSHOT_VERSION 2
 enum { ST_STARTED, ST_FLUSHED, ST_FINALIZED, ST_EXITED };
 enum { K_P2P, K_COLL, K_PUT, K_GET, NKINDS };
 enum { M_NONE, M_ROOT, M_TREE, M_RING };
@@ -156,9 +174,49 @@ static void *map_del(map_t *m, uint64_t key) {
 typedef struct { char *name; double *b[NKINDS]; int64_t *m[NKINDS]; } phase_t;
 typedef struct { int inter, me, size; int *ranks; uint64_t hash; } group_t;
 typedef struct { int phase, group, op, root; double unit; int64_t calls; } event_t;
-typedef struct { int group; int nbr_ready, nnbr; int *nbr; } comm_t;   /* nbr: world rank or -1 */
+/* nbr: world rank or -1; members: the event log's group (-1 not logged, -2 not looked up yet) */
+typedef struct { int group, members; int nbr_ready, nnbr; int *nbr; } comm_t;
 typedef struct { int kind, world; double bytes; } send_t;
-typedef struct { int nsend; send_t *send; int has_event, group, op, root; double unit; } plan_t;
+/* what a persistent request does at each MPI_Start: counter rows, a
+ * modelled collective's event, and what the event log gets: `post` -1
+ * nothing, R_SEND/R_RECV a post to `peer` of `bytes` (fix: the group of an
+ * ANY_SOURCE receive), R_COLL the collective on group `coll` and its flows */
+typedef struct {
+    int nsend; send_t *send; int has_event, group, op, root; double unit;
+    int post, peer, fix, coll; int64_t bytes;
+} plan_t;
+
+/* ---------------------------------------------------------- the event log */
+/* rankmap.trace's EVENT_* (SEND, RECV, WAIT, COLL, CSEND), and a collective
+ * with a model, which the Python side expands into a COLL and its flows */
+enum { R_SEND, R_RECV, R_WAIT, R_COLL, R_CSEND, R_MODEL };
+typedef struct {
+    int8_t kind, op;     /* op: R_MODEL's operation */
+    int16_t unused;
+    int32_t peer;        /* SEND/RECV/CSEND: world rank (RECV -1: from MPI_ANY_SOURCE, not completed);
+                          * R_MODEL: the group its plan addresses */
+    int32_t root;        /* R_MODEL: the root (-2: MPI_ROOT of an intercommunicator) */
+    int32_t members;     /* COLL, R_MODEL: the group of the communicator's world ranks */
+    int64_t value;       /* SEND/RECV/CSEND: bytes; WAIT: the record of its post; R_MODEL: unit bytes (a double) */
+} rec_t;
+_Static_assert(sizeof(rec_t) == 24, "an event record is 24 bytes (rankmap/profile/native/events.py)");
+typedef struct { int64_t record, peer, bytes; } fix_t;   /* an ANY_SOURCE receive, completed */
+/* a request the program may complete: its handle (`key`), where the program
+ * kept it (`slot`), its order among the tracked ones (`seq`), the record of
+ * its post (-1: none the log waits for) and the next one (`two`: an
+ * Isendrecv's receive), the group of an ANY_SOURCE receive to fix when it
+ * completes (-1: none).  Several may share a handle: MPIs give one to
+ * requests that complete at once (eager sends, MPI_PROC_NULL). */
+typedef struct { uint64_t key, slot, seq; int64_t post; int32_t group; uint8_t two, state; } track_t;
+
+static struct {
+    rec_t *rec; int64_t cap, n; int truncated;
+    fix_t *fix; int64_t nfix, fix_cap;
+    track_t *track; size_t track_cap, track_used, track_filled; int64_t live; uint64_t seq;
+    int32_t coll;        /* a collective's group whose COLL is not logged yet (-1: none) */
+    int fd;              /* the events file: file_bytes hold the first file_records records, file_fixes fixes */
+    int64_t file_bytes, file_records, file_fixes;
+} lg = {.coll = -1, .fd = -1};
 
 static struct {
     int rank, size, leader, model, interval_ms, sock, paused;
@@ -312,6 +370,7 @@ static comm_t *comm_entry(MPI_Comm comm) {
         }
         c = xalloc(sizeof *c);
         c->group = group_of(g, inter, me);
+        c->members = -2;
         PMPI_Group_free(&g);
         map_put(&rm.comms, key, c);
         PMPI_Comm_set_attr(comm, rm.comm_key, c);
@@ -377,6 +436,221 @@ static const group_t *win_group(MPI_Win win) {
     return &rm.groups[*g];
 }
 
+/* ------------------------------------------------------------- event log */
+/* Everything here runs under the lock, but for the reads the hot paths make
+ * first to skip it (lg.cap, lg.live, rm.active: set before recording starts,
+ * or a hint that the locked code checks again). */
+
+/* tracked requests: open addressing over the handle's bits, tombstones on
+ * delete; a handle may be there more than once */
+static void track_insert(track_t t);
+
+static void track_rehash(size_t cap) {
+    track_t *old = lg.track;
+    size_t n = lg.track_cap;
+    lg.track = xalloc(cap * sizeof(track_t));
+    lg.track_cap = cap;
+    lg.track_used = lg.track_filled = 0;
+    for (size_t i = 0; i < n; i++)
+        if (old[i].state == 1) track_insert(old[i]);
+    free(old);
+}
+
+static void track_insert(track_t t) {
+    if (2 * (lg.track_filled + 1) > lg.track_cap)
+        track_rehash(lg.track_cap ? (lg.track_used * 4 > lg.track_cap ? 2 * lg.track_cap : lg.track_cap) : 64);
+    size_t mask = lg.track_cap - 1, i = mix(t.key) & mask;
+    while (lg.track[i].state == 1) i = (i + 1) & mask;
+    if (lg.track[i].state == 0) lg.track_filled++;
+    t.state = 1;
+    lg.track[i] = t;
+    lg.track_used++;
+    __atomic_store_n(&lg.live, (int64_t)lg.track_used, __ATOMIC_RELAXED);
+}
+
+/* remove a request with handle `key`: the first tracked of those kept at
+ * `slot`, else the first tracked; 1 (and it in `out`) when there was one */
+static int track_take(uint64_t key, uint64_t slot, track_t *out) {
+    if (!lg.track_cap) return 0;
+    size_t mask = lg.track_cap - 1, best = (size_t)-1;
+    int best_here = 0;
+    for (size_t i = mix(key) & mask; lg.track[i].state; i = (i + 1) & mask) {
+        const track_t *t = &lg.track[i];
+        if (t->state != 1 || t->key != key) continue;
+        int here = t->slot == slot;
+        if (best == (size_t)-1 || here > best_here || (here == best_here && t->seq < lg.track[best].seq)) {
+            best = i;
+            best_here = here;
+        }
+    }
+    if (best == (size_t)-1) return 0;
+    *out = lg.track[best];
+    lg.track[best].state = 2;
+    lg.track_used--;
+    __atomic_store_n(&lg.live, (int64_t)lg.track_used, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* a request the program got (`post` -1: one the log waits for nothing of);
+ * none once the log is full: no wait can be logged */
+static void track(rm_req r, int64_t post, int32_t group, int two) {
+    if (!r.handle || !lg.cap || (lg.n >= lg.cap && (post < 0 || group < 0))) return;   /* but a receive to fix */
+    track_insert((track_t){handle_key(r.handle, sizeof *r.handle), (uint64_t)(uintptr_t)r.slot, lg.seq++,
+                           post, group, (uint8_t)two, 1});
+}
+
+/* append a record; its index, or -1: no log, paused, or the log is full (truncated) */
+static int64_t log_put(rec_t r) {
+    if (!lg.cap || rm.active < 0) return -1;
+    if (lg.n >= lg.cap) {
+        if (!lg.truncated) rm.gen++;
+        lg.truncated = 1;
+        return -1;
+    }
+    lg.rec[lg.n] = r;
+    rm.gen++;
+    return lg.n++;
+}
+
+static int64_t log_rec(int kind, int32_t peer, int64_t value) {
+    return log_put((rec_t){.kind = (int8_t)kind, .peer = peer, .value = value});
+}
+
+/* the COLL of the collective being recorded, when no record named it yet */
+static void coll_flush(void) {
+    if (lg.coll >= 0) log_put((rec_t){.kind = R_COLL, .members = lg.coll});
+    lg.coll = -1;
+}
+
+static void log_model(int32_t members, int32_t plan_group, int op, int root, double unit) {
+    rec_t r = {.kind = R_MODEL, .op = (int8_t)op, .peer = plan_group, .root = root, .members = members};
+    memcpy(&r.value, &unit, sizeof unit);
+    log_put(r);
+}
+
+static void fix_add(int64_t record, int32_t peer, int64_t bytes) {
+    if (lg.nfix == lg.fix_cap) {
+        lg.fix_cap = lg.fix_cap ? 2 * lg.fix_cap : 256;
+        lg.fix = xgrow(lg.fix, (size_t)lg.fix_cap * sizeof(fix_t));
+    }
+    lg.fix[lg.nfix++] = (fix_t){record, peer, bytes};
+    rm.gen++;
+}
+
+/* the event log's group of a communicator: its world ranks (an
+ * intercommunicator's two groups, the one holding the lower world rank
+ * first, as the mpi4py profiler names it); -1 when a member is outside
+ * COMM_WORLD or there is no log */
+static int log_members(MPI_Comm comm, comm_t *c) {
+    if (c->members != -2) return c->members;
+    int gid = c->group;
+    if (!lg.cap) gid = -1;
+    else if (rm.groups[gid].inter) {
+        MPI_Group local;
+        PMPI_Comm_group(comm, &local);
+        int l = group_of(local, 0, -1);
+        PMPI_Group_free(&local);
+        const group_t *a = &rm.groups[l], *b = &rm.groups[c->group];
+        int amin = rm.size, bmin = rm.size;
+        for (int i = 0; i < a->size; i++) amin = a->ranks[i] < amin ? a->ranks[i] : amin;
+        for (int i = 0; i < b->size; i++) bmin = b->ranks[i] < bmin ? b->ranks[i] : bmin;
+        if (bmin < amin) {
+            const group_t *t = a;
+            a = b;
+            b = t;
+        }
+        int *ranks = xalloc((size_t)(a->size + b->size) * sizeof(int));
+        memcpy(ranks, a->ranks, (size_t)a->size * sizeof(int));
+        memcpy(ranks + a->size, b->ranks, (size_t)b->size * sizeof(int));
+        gid = group_intern(2, -1, a->size + b->size, ranks);
+    }
+    if (gid >= 0)
+        for (int i = 0; i < rm.groups[gid].size; i++)
+            if (rm.groups[gid].ranks[i] >= rm.size) gid = -1;
+    return c->members = gid;
+}
+
+/* ---------------------------------------------------------------- statuses */
+#ifdef RM_FORTRAN
+#ifndef MPI_F_STATUS_SIZE
+#define MPI_F_STATUS_SIZE ((int)(sizeof(MPI_Status) / sizeof(MPI_Fint)))
+#endif
+#define STATUS_BYTES (sizeof(MPI_Status) > MPI_F_STATUS_SIZE * sizeof(MPI_Fint) ? sizeof(MPI_Status) \
+                      : MPI_F_STATUS_SIZE * sizeof(MPI_Fint))   /* room for one, C or Fortran */
+#else
+#define STATUS_BYTES sizeof(MPI_Status)
+#endif
+
+/* per thread: the requests a completion call claimed, statuses of the
+ * library's own, which status belongs to which request */
+typedef struct { int index; track_t t; } claim_t;
+static __thread struct {
+    claim_t *c; int n, cap, count;
+    int *where; int where_cap;
+    void *st; size_t st_bytes;
+} cl __attribute__((tls_model("initial-exec")));
+
+static int ignored(const void *p, int fortran) {
+#ifdef RM_FORTRAN
+    if (fortran) return p == (const void *)MPI_F_STATUS_IGNORE || p == (const void *)MPI_F_STATUSES_IGNORE;
+#endif
+    (void)fortran;
+    return p == (const void *)MPI_STATUS_IGNORE || p == (const void *)MPI_STATUSES_IGNORE;
+}
+
+/* the program ignores the statuses of `count` requests: point the call at ours */
+static void want_statuses(rm_status st, int count) {
+    if (!st.slot || !ignored(*st.slot, st.fortran)) return;
+    size_t need = (size_t)(count > 0 ? count : 1) * STATUS_BYTES;
+    if (cl.st_bytes < need) {
+        cl.st = xgrow(cl.st, need);
+        cl.st_bytes = need;
+    }
+    *st.slot = cl.st;
+}
+
+void rm_want_status(int source, rm_status st) {
+    if (source == MPI_ANY_SOURCE && lg.cap && rm.active >= 0) want_statuses(st, 1);
+}
+
+/* the source (world rank; -1 outside COMM_WORLD) and bytes of the j-th status
+ * of `st`, for a receive on a communicator whose peers are group `g`; 0 when
+ * there is no status to read */
+static int status_of(rm_status st, int j, const group_t *g, int32_t *peer, int64_t *bytes) {
+    if (!st.slot || ignored(*st.slot, st.fortran)) return 0;
+    const MPI_Status *s = (const MPI_Status *)*st.slot + j;
+#ifdef RM_FORTRAN
+    MPI_Status c;
+    if (st.fortran) {
+        PMPI_Status_f2c((const MPI_Fint *)*st.slot + (size_t)j * MPI_F_STATUS_SIZE, &c);
+        s = &c;
+    }
+#endif
+    MPI_Count n = 0;
+    PMPI_Get_elements_x(s, MPI_BYTE, &n);
+    int src = s->MPI_SOURCE;
+    *peer = src >= 0 && src < g->size && g->ranks[src] < rm.size ? g->ranks[src] : -1;
+    *bytes = n;
+    return 1;
+}
+
+static MPI_Request request_at(rm_handles h, int i) {
+    i *= h.step;
+#ifdef RM_FORTRAN
+    if (h.fortran) return PMPI_Request_f2c(((const MPI_Fint *)h.p)[i]);
+#endif
+    return ((const MPI_Request *)h.p)[i];
+}
+
+/* where the program keeps request i */
+static const void *request_slot(rm_handles h, int i) {
+    i *= h.step;
+#ifdef RM_FORTRAN
+    if (h.fortran) return (const MPI_Fint *)h.p + i;
+#endif
+    return (const MPI_Request *)h.p + i;
+}
+
 /* ------------------------------------------------------------- recording */
 static event_t *event_slot(int phase, int group, int op, int root) {
     uint64_t h = mix(((uint64_t)(uint32_t)phase << 32 | (uint32_t)group) ^ mix((uint64_t)op << 32 | (uint32_t)root));
@@ -439,10 +713,16 @@ static void plan_free(plan_t *p) {
     }
 }
 
-/* enter/leave a recording function: the lock, and a plan for a persistent call */
+/* enter/leave a recording function: the lock, and a plan for a persistent
+ * call; a collective that logged no record (a barrier, no flows) logs its
+ * COLL on leaving */
 static void enter(MPI_Request *persist) {
     LOCK();
-    rm.building = persist ? xalloc(sizeof(plan_t)) : NULL;
+    rm.building = NULL;
+    if (persist) {
+        rm.building = xalloc(sizeof(plan_t));
+        rm.building->post = -1;
+    }
 }
 
 static void leave(MPI_Request *persist) {
@@ -451,6 +731,8 @@ static void leave(MPI_Request *persist) {
         plan_free(map_del(&rm.plans, key));
         map_put(&rm.plans, key, rm.building);
         rm.building = NULL;
+    } else {
+        coll_flush();
     }
     UNLOCK();
 }
@@ -476,64 +758,262 @@ static MPI_Count count_at(rm_counts c, int i) {
     return c.wide ? ((const MPI_Count *)c.p)[i] : (MPI_Count)((const int *)c.p)[i];
 }
 
-void rm_p2p(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype type, MPI_Request *persist) {
-    if (dest < 0) return;   /* MPI_PROC_NULL */
+/* ---------------------------------------------------------- point-to-point */
+/* a send or receive post to world rank `peer` (-1: from ANY_SOURCE, `fix`
+ * its group) that completes as `mode` says */
+static void post(int kind, int32_t peer, int64_t bytes, int mode, rm_req request, int32_t fix) {
+    if (mode == RM_PERSISTENT) {
+        plan_t *p = rm.building;
+        p->post = kind; p->peer = peer; p->bytes = bytes; p->fix = fix;
+        return;
+    }
+    int64_t i = log_rec(kind, peer, bytes);
+    if (mode == RM_BLOCKING) {
+        if (i >= 0) log_rec(R_WAIT, 0, i);
+    } else {
+        track(request, mode == RM_NONBLOCKING ? i : -1, i >= 0 ? fix : -1, 0);
+    }
+}
+
+/* a request the log waits for nothing of (outside a recording function) */
+void rm_untracked(rm_req request) {
+    if (!lg.cap || !request.handle) return;
+    LOCK();
+    track(request, -1, -1, 0);
+    UNLOCK();
+}
+
+/* world rank of comm rank q (addressing group g) for the log; -1 outside COMM_WORLD */
+static int32_t log_peer(const group_t *g, int q) {
+    return q >= 0 && q < g->size && g->ranks[q] < rm.size ? g->ranks[q] : -1;
+}
+
+void rm_p2p(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype type, int mode, rm_req request) {
+    if (dest < 0) {   /* MPI_PROC_NULL */
+        if (mode != RM_PERSISTENT) rm_untracked(request);
+        return;
+    }
     double bytes = type_bytes(count, type);
+    MPI_Request *persist = mode == RM_PERSISTENT ? request.handle : NULL;
     enter(persist);
     const comm_t *c = comm_entry(comm);   /* may grow rm.groups */
     const group_t *g = &rm.groups[c->group];
-    if (dest < g->size) emit_row(K_P2P, g->ranks[dest], bytes);
+    int world = dest < g->size ? g->ranks[dest] : rm.size;
+    if (dest < g->size) emit_row(K_P2P, world, bytes);
+    if (world < rm.size) post(R_SEND, world, (int64_t)bytes, mode, request, -1);
+    else if (mode != RM_PERSISTENT) track(request, -1, -1, 0);
     leave(persist);
+}
+
+/* a named source's post; from ANY_SOURCE: a blocking receive's source and
+ * size from its status, a nonblocking or persistent one's at completion */
+void rm_recv(MPI_Comm comm, int source, MPI_Count count, MPI_Datatype type, int mode, rm_req request,
+             rm_status st) {
+    if (!lg.cap || (mode == RM_BLOCKING && rm.active < 0)) return;
+    if (source == MPI_PROC_NULL) {
+        if (mode != RM_PERSISTENT) rm_untracked(request);
+        return;
+    }
+    int any = source == MPI_ANY_SOURCE;
+    double bytes = any && mode == RM_BLOCKING ? 0.0 : type_bytes(count, type);
+    MPI_Request *persist = mode == RM_PERSISTENT ? request.handle : NULL;
+    enter(persist);
+    comm_t *c = comm_entry(comm);
+    const group_t *g = &rm.groups[c->group];
+    int32_t peer = any ? -1 : log_peer(g, source), fix = -1;
+    int64_t n = (int64_t)bytes;
+    if (any && mode == RM_BLOCKING && !status_of(st, 0, g, &peer, &n)) peer = -1;
+    if (any && mode != RM_BLOCKING) fix = c->group;   /* its source: at completion */
+    if (peer >= 0 || fix >= 0) post(R_RECV, peer, n, mode, request, fix);
+    else if (mode == RM_NONBLOCKING) track(request, -1, -1, 0);   /* a peer outside COMM_WORLD */
+    leave(persist);
+}
+
+/* both posts, then (blocking) the waits for both, or (Isendrecv) one request
+ * that waits for both */
+void rm_sendrecv(MPI_Comm comm, int dest, MPI_Count scount, MPI_Datatype stype, int source, MPI_Count rcount,
+                 MPI_Datatype rtype, rm_req request, rm_status st) {
+    int any = source == MPI_ANY_SOURCE;
+    double sbytes = dest >= 0 ? type_bytes(scount, stype) : 0.0;
+    double rbytes = source != MPI_PROC_NULL && lg.cap && !(any && !request.handle) ? type_bytes(rcount, rtype) : 0.0;
+    enter(NULL);
+    comm_t *c = comm_entry(comm);
+    const group_t *g = &rm.groups[c->group];
+    int64_t s = -1, r = -1;
+    if (dest >= 0 && dest < g->size) {
+        emit_row(K_P2P, g->ranks[dest], sbytes);
+        if (g->ranks[dest] < rm.size) s = log_rec(R_SEND, g->ranks[dest], (int64_t)sbytes);
+    }
+    int32_t peer, fix = -1;
+    int64_t n = (int64_t)rbytes;
+    if (source == MPI_PROC_NULL) {
+        /* nothing to receive */
+    } else if (!any) {
+        peer = log_peer(g, source);
+        if (peer >= 0) r = log_rec(R_RECV, peer, n);
+    } else if (request.handle) {
+        r = log_rec(R_RECV, -1, n);
+        fix = c->group;
+    } else if (status_of(st, 0, g, &peer, &n) && peer >= 0) {
+        r = log_rec(R_RECV, peer, n);
+    }
+    if (request.handle) {
+        if (r >= 0) track(request, s >= 0 ? s : r, fix, s >= 0);
+        else track(request, s, -1, 0);
+    } else {
+        if (s >= 0) log_rec(R_WAIT, 0, s);
+        if (r >= 0) log_rec(R_WAIT, 0, r);
+    }
+    leave(NULL);
 }
 
 void rm_start(rm_handles requests, int count) {
     LOCK();
     for (int i = 0; i < count; i++) {
-        int at = i * requests.step;
-        MPI_Request r = ((const MPI_Request *)requests.p)[at];
-#ifdef RM_FORTRAN
-        if (requests.fortran) r = PMPI_Request_f2c(((const MPI_Fint *)requests.p)[at]);
-#endif
+        MPI_Request r = request_at(requests, i);
         plan_t *p = map_get(&rm.plans, handle_key(&r, sizeof r));
-        if (!p) continue;   /* a receive, or a request the program made before recording */
+        if (!p) continue;   /* a request the program made before recording, or one the log cannot name */
         for (int s = 0; s < p->nsend; s++) emit_row(p->send[s].kind, p->send[s].world, p->send[s].bytes);
         if (p->has_event) emit_event(p->group, p->op, p->root, p->unit);
+        if (p->post == R_SEND || p->post == R_RECV) {
+            int64_t k = log_rec(p->post, p->peer, p->bytes);
+            track((rm_req){&r, request_slot(requests, i)}, k, k >= 0 ? p->fix : -1, 0);
+        } else if (p->post == R_COLL && p->coll >= 0) {
+            if (p->has_event) {
+                log_model(p->coll, p->group, p->op, p->root, p->unit);
+            } else {
+                log_put((rec_t){.kind = R_COLL, .members = p->coll});
+                for (int s = 0; s < p->nsend; s++)
+                    log_rec(R_CSEND, p->send[s].world, (int64_t)(p->send[s].bytes + 0.5));
+            }
+        }
     }
     UNLOCK();
 }
 
-void rm_forget(MPI_Request request) {
+void rm_forget(rm_handles request) {
+    MPI_Request r = request_at(request, 0);
+    uint64_t key = handle_key(&r, sizeof r);
+    track_t t;
     LOCK();
-    plan_free(map_del(&rm.plans, handle_key(&request, sizeof request)));
+    plan_free(map_del(&rm.plans, key));
+    track_take(key, (uint64_t)(uintptr_t)request_slot(request, 0), &t);
     UNLOCK();
+}
+
+/* ------------------------------------------------------------- completion */
+/* Before a completion call: take the requests it names out of the tracked
+ * ones (another thread may reuse a handle once it completed), and give the
+ * call statuses when one is an ANY_SOURCE receive the program ignores the
+ * status of.  After it: the completed ones' fixes and waits, in the order of
+ * the requests; the others are tracked again. */
+void rm_claim(rm_handles requests, int count, rm_status st) {
+    cl.n = 0;
+    if (count <= 0 || !__atomic_load_n(&lg.live, __ATOMIC_RELAXED)) return;
+    if (cl.cap < count) {
+        cl.cap = count;
+        cl.c = xgrow(cl.c, (size_t)count * sizeof(claim_t));
+    }
+    cl.count = count;
+    int fix = 0;
+    LOCK();
+    for (int i = 0; i < count; i++) {
+        MPI_Request r = request_at(requests, i);
+        claim_t *k = &cl.c[cl.n];
+        if (track_take(handle_key(&r, sizeof r), (uint64_t)(uintptr_t)request_slot(requests, i), &k->t)) {
+            k->index = i;
+            fix |= k->t.group >= 0;
+            cl.n++;
+        }
+    }
+    UNLOCK();
+    if (fix) want_statuses(st, count);
+}
+
+void rm_done(int n, const int *which, int base, rm_status st) {
+    if (!cl.n) return;
+    if (which) {   /* the status of request i: which[j] - base == i */
+        if (cl.where_cap < cl.count) {
+            cl.where_cap = cl.count;
+            cl.where = xgrow(cl.where, (size_t)cl.count * sizeof(int));
+        }
+        for (int k = 0; k < cl.n; k++) cl.where[cl.c[k].index] = -1;
+        for (int j = 0; j < n; j++)
+            if (which[j] - base >= 0 && which[j] - base < cl.count) cl.where[which[j] - base] = j;
+    }
+    LOCK();
+    for (int k = 0; k < cl.n; k++) {
+        const track_t *t = &cl.c[k].t;
+        int i = cl.c[k].index, j = which ? cl.where[i] : i < n ? i : -1;
+        if (j < 0) {
+            track_insert(*t);
+            continue;
+        }
+        if (t->post < 0) continue;
+        int32_t peer;
+        int64_t bytes;
+        if (t->group >= 0 && status_of(st, j, &rm.groups[t->group], &peer, &bytes))
+            fix_add(t->post + t->two, peer, bytes);
+        log_rec(R_WAIT, 0, t->post);
+        if (t->two) log_rec(R_WAIT, 0, t->post + 1);
+    }
+    UNLOCK();
+    cl.n = 0;
 }
 
 /* ------------------------------------------------------------ collectives */
 /* A recording function holds the lock from `collective` to `leave`; the
- * communicator's group says inter or intra, this rank's rank, the peers. */
+ * communicator's group says inter or intra, this rank's rank, the peers.
+ * The event log gets a COLL naming the communicator's world ranks, or one
+ * record for a modelled collective, then this rank's exact flows. */
 static const group_t *collective(MPI_Comm comm, MPI_Request *persist, int *gid) {
     enter(persist);
-    *gid = comm_entry(comm)->group;
+    comm_t *c = comm_entry(comm);
+    int members = log_members(comm, c);
+    *gid = c->group;
+    if (persist) {
+        rm.building->post = R_COLL;
+        rm.building->coll = members;
+    } else {
+        lg.coll = members;
+    }
     return &rm.groups[*gid];
 }
+
+/* something to do: counters under a model, or a log */
+static int collectives_wanted(void) { return rm.model != M_NONE || lg.cap; }
 
 /* one collective with a model: `unit` bytes of operation `op` at `root`
  * (intercommunicators: MPI_ROOT is -2, MPI_PROC_NULL sends nothing) */
 static void event(int gid, const group_t *g, int op, int root, double unit) {
-    if (g->inter && root == MPI_PROC_NULL) return;
-    emit_event(gid, op, g->inter && root == MPI_ROOT ? -2 : root, unit);
+    if (rm.model == M_NONE || (g->inter && root == MPI_PROC_NULL)) return;
+    root = g->inter && root == MPI_ROOT ? -2 : root;
+    emit_event(gid, op, root, unit);
+    if (!rm.building && lg.coll >= 0) {
+        log_model(lg.coll, gid, op, root, unit);
+        lg.coll = -1;
+    }
 }
 
 static int is_root(const group_t *g, int root) { return g->inter ? root == MPI_ROOT : root == g->me; }
 
+/* an exact flow to world rank `world` */
+static void flow(int world, double bytes) {
+    emit_row(K_COLL, world, bytes);
+    if (!rm.building) {
+        coll_flush();
+        log_rec(R_CSEND, world, (int64_t)(bytes + 0.5));
+    }
+}
+
 /* an exact send to comm rank q (none to itself, none of 0 bytes) */
 static void exact(const group_t *g, int q, double bytes) {
-    if (bytes != 0.0 && q != g->me) emit_row(K_COLL, g->ranks[q], bytes);
+    if (rm.model != M_NONE && bytes != 0.0 && q != g->me) flow(g->ranks[q], bytes);
 }
 
 void rm_vector(MPI_Comm comm, int op, MPI_Count count, MPI_Datatype type, int root,
                MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
+    if (!collectives_wanted()) return;
     double unit = type_bytes(count, type);
     int gid;
     const group_t *g = collective(comm, persist, &gid);
@@ -543,7 +1023,7 @@ void rm_vector(MPI_Comm comm, int op, MPI_Count count, MPI_Datatype type, int ro
 
 void rm_rooted(MPI_Comm comm, int op, int root, MPI_Count root_count, MPI_Datatype root_type,
                MPI_Count count, MPI_Datatype type, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
+    if (!collectives_wanted()) return;
     int gid;
     const group_t *g = collective(comm, persist, &gid);
     event(gid, g, op, root, is_root(g, root) ? type_bytes(root_count, root_type) : type_bytes(count, type));
@@ -552,7 +1032,7 @@ void rm_rooted(MPI_Comm comm, int op, int root, MPI_Count root_count, MPI_Dataty
 
 void rm_scatterv(MPI_Comm comm, rm_counts scounts, MPI_Datatype stype, MPI_Count rcount,
                  MPI_Datatype rtype, int root, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
+    if (!collectives_wanted()) return;
     int gid;
     const group_t *g = collective(comm, persist, &gid);
     if (!is_root(g, root)) event(gid, g, RM_SCATTER, root, type_bytes(rcount, rtype));
@@ -568,7 +1048,7 @@ void rm_scatterv(MPI_Comm comm, rm_counts scounts, MPI_Datatype stype, MPI_Count
 
 void rm_allgatherv(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, rm_counts rcounts,
                    MPI_Datatype rtype, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
+    if (!collectives_wanted()) return;
     int gid;
     const group_t *g = collective(comm, persist, &gid);   /* the own block, in place or not */
     event(gid, g, RM_ALLGATHER, 0, g->inter ? type_bytes(scount, stype) : type_bytes(count_at(rcounts, g->me), rtype));
@@ -576,7 +1056,7 @@ void rm_allgatherv(MPI_Comm comm, MPI_Count scount, MPI_Datatype stype, rm_count
 }
 
 void rm_reduce_scatter(MPI_Comm comm, rm_counts rcounts, MPI_Datatype type, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
+    if (!collectives_wanted()) return;
     int local, gid;
     PMPI_Comm_size(comm, &local);   /* the local group's blocks */
     double total = 0.0;
@@ -588,24 +1068,32 @@ void rm_reduce_scatter(MPI_Comm comm, rm_counts rcounts, MPI_Datatype type, MPI_
 
 void rm_alltoallw(MPI_Comm comm, int in_place, rm_counts scounts, rm_handles stypes,
                   rm_counts rcounts, rm_handles rtypes, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
+    if (!collectives_wanted()) return;
     int gid;
     const group_t *g = collective(comm, persist, &gid);
-    for (int q = 0; q < g->size; q++)
+    for (int q = 0; q < g->size && rm.model != M_NONE; q++)
         exact(g, q, in_place ? type_bytes(count_at(rcounts, q), handle_type(rtypes, q))
                              : type_bytes(count_at(scounts, q), handle_type(stypes, q)));
     leave(persist);
 }
 
+void rm_barrier(MPI_Comm comm, MPI_Request *persist) {
+    if (!lg.cap) return;
+    int gid;
+    collective(comm, persist, &gid);
+    leave(persist);
+}
+
 /* neighbourhood collectives: block j to out-neighbour j */
 void rm_neighbors(MPI_Comm comm, rm_counts scounts, rm_handles stypes, MPI_Request *persist) {
-    if (rm.model == M_NONE) return;
-    enter(persist);
+    if (!collectives_wanted()) return;
+    int gid;
+    collective(comm, persist, &gid);
     comm_t *c = comm_entry(comm);
     if (!c->nbr_ready) neighbours(comm, c);
-    for (int j = 0; j < c->nnbr; j++)
+    for (int j = 0; j < c->nnbr && rm.model != M_NONE; j++)
         if (c->nbr[j] >= 0)   /* not MPI_PROC_NULL at a non-periodic edge */
-            emit_row(K_COLL, c->nbr[j], type_bytes(count_at(scounts, j), handle_type(stypes, j)));
+            flow(c->nbr[j], type_bytes(count_at(scounts, j), handle_type(stypes, j)));
     leave(persist);
 }
 
@@ -674,7 +1162,7 @@ static void put_str(buf_t *b, const char *s) {
     put(b, s, strlen(s));
 }
 
-/* the record as bytes (under the lock) */
+/* the counters as bytes, up to the event log's part (under the lock) */
 static void serialize(buf_t *b, int status) {
     uint32_t head[2] = {SNAPSHOT_VERSION, (uint32_t)status};
     put(b, "RMCOUNTS", 8);
@@ -718,7 +1206,6 @@ static void serialize(buf_t *b, int status) {
     for (int i = 0; i < rm.nevents; i++) put_i32(b, rm.events[i].root);
     for (int i = 0; i < rm.nevents; i++) put_f64(b, rm.events[i].unit);
     for (int i = 0; i < rm.nevents; i++) put_i64(b, rm.events[i].calls);
-    put(b, "RMCEND\0\0", 8);
 }
 
 static int write_all(int fd, const char *p, size_t n) {
@@ -734,18 +1221,68 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
-/* write a snapshot (when the counters changed since the last one, or
- * `force`); 1 when one was written */
+static void complain(const char *path) {
+    if (!rm.write_failed)
+        fprintf(stderr, "rankmap.profile: rank %d: cannot write %s: %s\n", rm.rank, path, strerror(errno));
+    rm.write_failed = 1;
+}
+
+static int pwrite_all(int fd, const void *p, size_t n, off_t at) {
+    while (n) {
+        ssize_t k = pwrite(fd, p, n, at);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p = (const char *)p + k;
+        n -= (size_t)k;
+        at += k;
+    }
+    return 0;
+}
+
+/* append the records [file_records, n) and the fixes `fixes` to the events
+ * file (records are never rewritten once logged: read without the lock);
+ * a failed write is written over by the next one */
+static void append_events(int64_t n, const buf_t *fixes, int64_t nfix) {
+    if (lg.fd < 0 || (n == lg.file_records && !nfix)) return;
+    int64_t head[3] = {lg.file_records, n - lg.file_records, nfix};
+    size_t records = (size_t)(n - lg.file_records) * sizeof(rec_t);
+    off_t at = (off_t)lg.file_bytes;
+    int ok = pwrite_all(lg.fd, "RMEVENTS", 8, at) == 0 && pwrite_all(lg.fd, head, sizeof head, at + 8) == 0 &&
+             pwrite_all(lg.fd, lg.rec + lg.file_records, records, at + 8 + (off_t)sizeof head) == 0 &&
+             pwrite_all(lg.fd, fixes->p, fixes->n, at + 8 + (off_t)(sizeof head + records)) == 0;
+    if (!ok) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s.events", rm.counts_path);
+        complain(path);
+        return;
+    }
+    lg.file_bytes += 8 + (int64_t)(sizeof head + records + fixes->n);
+    lg.file_records = n;
+    lg.file_fixes += nfix;
+}
+
+/* write a snapshot (when the counters or the log changed since the last
+ * one, or `force`): the events logged since the last one go to the events
+ * file first, then the snapshot that covers them; 1 when one was written */
 static int snapshot(int status, int force) {
-    buf_t b = {0};
+    buf_t b = {0}, fixes = {0};
     LOCK();
     if (!force && rm.gen == rm.written_gen) {
         UNLOCK();
         return 0;
     }
     serialize(&b, status);
+    int64_t n = lg.n, nfix = lg.nfix - lg.file_fixes;
+    if (nfix) put(&fixes, lg.fix + lg.file_fixes, (size_t)nfix * sizeof(fix_t));
+    int64_t truncated = lg.truncated;
     rm.written_gen = rm.gen;
     UNLOCK();
+    append_events(n, &fixes, nfix);
+    free(fixes.p);
+    put_i64(&b, lg.cap); put_i64(&b, truncated); put_i64(&b, lg.file_bytes); put_i64(&b, lg.file_records);
+    put(&b, "RMCEND\0\0", 8);
     size_t len = strlen(rm.counts_path);
     char *tmp = xalloc(len + 8);
     memcpy(tmp, rm.counts_path, len);
@@ -754,10 +1291,7 @@ static int snapshot(int status, int force) {
     if (ok) ok = write_all(fd, b.p, b.n) == 0;
     if (fd >= 0) ok = close(fd) == 0 && ok;
     if (ok) ok = rename(tmp, rm.counts_path) == 0;
-    if (!ok && !rm.write_failed) {
-        fprintf(stderr, "rankmap.profile: rank %d: cannot write %s: %s\n", rm.rank, tmp, strerror(errno));
-        rm.write_failed = 1;
-    }
+    if (!ok) complain(tmp);
     free(tmp);
     free(b.p);
     return ok;
@@ -838,14 +1372,45 @@ static void binding(void) {
     }
 }
 
-/* wait for the parent's acknowledgement that this rank's part file exists */
-static void handshake(void) {
-    if (rm.sock < 0) return;
+/* wait for the parent's acknowledgement that this rank's part file exists,
+ * 'A' and the event log's cap (0 without an answer: no log) */
+static int64_t handshake(void) {
+    char ack[1 + sizeof(int64_t)];
+    size_t got = 0;
+    int64_t cap = 0;
+    if (rm.sock < 0) return 0;
     tell('S');
-    struct pollfd p = {.fd = rm.sock, .events = POLLIN};
-    char ack;
-    while (poll(&p, 1, 120000) < 0 && errno == EINTR) {}
-    if (!(p.revents & POLLIN) || recv(rm.sock, &ack, 1, 0) != 1) rm.sock = -1;
+    while (got < sizeof ack) {
+        struct pollfd p = {.fd = rm.sock, .events = POLLIN};
+        int r = poll(&p, 1, 120000);
+        if (r < 0 && errno == EINTR) continue;
+        ssize_t k = r > 0 && (p.revents & POLLIN) ? recv(rm.sock, ack + got, sizeof ack - got, 0) : -1;
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            rm.sock = -1;
+            return 0;
+        }
+        got += (size_t)k;
+    }
+    memcpy(&cap, ack + 1, sizeof cap);
+    return ack[0] == 'A' && cap > 0 ? cap : 0;
+}
+
+/* the event log's records, all at once (pages are touched as it fills),
+ * and the events file the snapshots append to */
+static void log_begin(int64_t cap) {
+    if (cap <= 0) return;
+    lg.rec = (size_t)cap <= SIZE_MAX / sizeof(rec_t) ? calloc((size_t)cap, sizeof(rec_t)) : NULL;
+    if (!lg.rec) {
+        fprintf(stderr, "rankmap.profile: rank %d: no memory for %lld events (--max-events): "
+                "its event log stays empty\n", rm.rank, (long long)cap);
+        return;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s.events", rm.counts_path);
+    lg.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (lg.fd < 0) complain(path);
+    lg.cap = cap;
 }
 
 void rm_begin(void) {
@@ -893,7 +1458,7 @@ void rm_begin(void) {
     unsetenv("RANKMAP_PMPI_COUNTS");   /* a process the program starts records nothing into this rank */
     unsetenv("RANKMAP_PMPI_SOCKET");
     snapshot(ST_STARTED, 1);
-    handshake();
+    log_begin(handshake());
     PMPI_Barrier(MPI_COMM_WORLD);   /* every rank has its part file before the program goes on */
     PMPI_Comm_set_attr(MPI_COMM_SELF, rm.end_key, NULL);   /* MPI_Finalize deletes it first */
     if (pipe(rm.stop_pipe) == 0) {

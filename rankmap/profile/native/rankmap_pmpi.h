@@ -9,7 +9,10 @@
  * over pairs with the same models as the mpi4py profiler
  * (rankmap/profile/collectives.py).  `persist` is NULL for a call that
  * sends now, or the request of a persistent call, whose sends are counted
- * at each MPI_Start.
+ * at each MPI_Start.  The same functions log the call in the event log
+ * (posts, collectives); the completion calls (Wait, Test and their
+ * all/any/some forms) claim the requests they name before the call (rm_claim)
+ * and log the waits of those that completed after it (rm_done).
  */
 #ifndef RANKMAP_PMPI_H
 #define RANKMAP_PMPI_H
@@ -33,6 +36,17 @@ typedef struct { const void *p; int wide, step; } rm_counts;
  * `step` 0: one C handle for every peer (RM_ONE) */
 typedef struct { const void *p; int fortran, step; } rm_handles;
 #define RM_ONE(x) ((rm_handles){(const void *)&(x), 0, 0})
+/* a status argument of the wrapper (`slot`: the argument itself, C statuses
+ * or Fortran integers), which the library points at statuses of its own
+ * when the program ignores them and a receive's source must be learnt */
+typedef struct { void **slot; int fortran; } rm_status;
+#define RM_NO_STATUS ((rm_status){NULL, 0})
+/* a request the call made: its C handle and where the program keeps it (the
+ * wrapper's argument: a completion call naming the same variable is taken to
+ * complete this request first, should several share one handle, as MPIs give
+ * requests that complete at once) */
+typedef struct { MPI_Request *handle; const void *slot; } rm_req;
+#define RM_NO_REQ ((rm_req){NULL, NULL})
 
 /* the library's life: after MPI_Init; the end comes from MPI_Finalize */
 void rm_begin(void);
@@ -40,10 +54,28 @@ void rm_pcontrol(int level);
 int rm_fortran_in_place(const void *buf);
 void *rm_fortran_next(const char *symbol);
 
-/* point-to-point; persistent requests */
-void rm_p2p(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype type, MPI_Request *persist);
+/* point-to-point: how a post completes in the event log: a wait follows it
+ * (blocking), none (buffered: it completes locally), the wait of its request
+ * (nonblocking: `request`), or it is posted at each MPI_Start (persistent) */
+enum rm_mode { RM_BLOCKING, RM_BUFFERED, RM_NONBLOCKING, RM_PERSISTENT };
+void rm_p2p(MPI_Comm comm, int dest, MPI_Count count, MPI_Datatype type, int mode, rm_req request);
+/* receives (`st`: a blocking one's status, which rm_want_status, called
+ * before it, may have pointed at the library's own) */
+void rm_want_status(int source, rm_status st);
+void rm_recv(MPI_Comm comm, int source, MPI_Count count, MPI_Datatype type, int mode, rm_req request,
+             rm_status st);
+/* Sendrecv (no request, `st` its status) and Isendrecv (`request`) */
+void rm_sendrecv(MPI_Comm comm, int dest, MPI_Count scount, MPI_Datatype stype, int source, MPI_Count rcount,
+                 MPI_Datatype rtype, rm_req request, rm_status st);
+/* a request the log waits for nothing of (a nonblocking collective's) */
+void rm_untracked(rm_req request);
 void rm_start(rm_handles requests, int count);
-void rm_forget(MPI_Request request);
+void rm_forget(rm_handles request);
+/* completion: the requests a call may complete (before it), then those that
+ * did: `n` of them, request `which[j] - base` (which NULL: requests 0..n-1),
+ * whose status is the j-th of `st` */
+void rm_claim(rm_handles requests, int count, rm_status st);
+void rm_done(int n, const int *which, int base, rm_status st);
 
 /* collectives with a model (the operations of rankmap/profile/collectives.py);
  * rm_vector: one vector of `count` items (bcast, reduce, allreduce, scan,
@@ -64,6 +96,8 @@ void rm_reduce_scatter(MPI_Comm comm, rm_counts rcounts, MPI_Datatype type, MPI_
 /* exact: alltoall(v/w) send block q to rank q (Alltoall, Alltoallv: RM_ONE_COUNT, RM_ONE) */
 void rm_alltoallw(MPI_Comm comm, int in_place, rm_counts scounts, rm_handles stypes,
                   rm_counts rcounts, rm_handles rtypes, MPI_Request *persist);
+/* a barrier: a collective without flows in the event log, nothing counted */
+void rm_barrier(MPI_Comm comm, MPI_Request *persist);
 /* exact: neighbourhood collectives name their peers */
 void rm_neighbors(MPI_Comm comm, rm_counts scounts, rm_handles stypes, MPI_Request *persist);
 

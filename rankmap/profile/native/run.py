@@ -9,8 +9,11 @@ waits.  The program's rank is the MPI rank: it records its calls and tells
 the supervisor over a socket each time it wrote a counters snapshot; the
 supervisor turns each snapshot into the rank's part file
 (``TRACE.parts/rankNNNNNN.rmtrace.npz``, the mpi4py profiler's format,
-collectives spread by the same models) with the host name, the CPU binding
-and, on the first rank of each host, the host's machine tree.  So the part
+collectives spread by the same models) with the host name, the CPU binding,
+the event log (``events``: what the snapshots appended to it since the last
+one) and, on the first rank of each host, the host's machine tree.  The
+log's cap (``--max-events``, else ``trace.default_max_events`` for the
+job's size) goes to the program in the answer to its first snapshot.  So the part
 files, their statuses, ``--flush-interval`` and ``rankmap merge`` mean what
 they mean for a Python program, and a rank killed without warning loses at
 most the last flush interval (plus one write).
@@ -31,6 +34,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -41,6 +45,7 @@ from ... import trace as tracefmt
 from .. import gpu
 from ..parts import host_topology_xml, merge_when_complete, output_problem
 from . import build, counts
+from .events import NativeEvents
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 TERMINATING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -106,6 +111,7 @@ class Supervisor:
         self.model = opts["collectives"]
         self.parts = tracefmt.part_path(output, 0).parent
         self.counts = self.parts / f".counts-{socket.gethostname()}-{os.getpid()}"
+        self.events: NativeEvents | None = None  # the event log, from the first snapshot on (None: no log)
         self.meta = {"collectives": self.model, "argv": [target, *args], "program": target}
         self.snapshot: counts.Snapshot | None = None
         self.part: Path | None = None
@@ -151,8 +157,20 @@ class Supervisor:
             self._complained = True
             return False
         if self.part is None:
-            self.part = tracefmt.part_path(self.output, self.snapshot.rank)
-            self.meta["mpi"] = {"library": self.snapshot.mpi_library, "standard": self.snapshot.mpi_standard}
+            s = self.snapshot
+            self.part = tracefmt.part_path(self.output, s.rank)
+            self.meta["mpi"] = {"library": s.mpi_library, "standard": s.mpi_standard}
+            cap = self.opts["max_events"]
+            cap = tracefmt.default_max_events(s.size) if cap is None else cap
+            if cap:
+                self.events = NativeEvents(f"{self.counts}.events", s.size, s.rank, cap, self.model)
+        if self.events is not None:
+            try:
+                self.events.update(self.snapshot)
+            except ValueError as exc:  # the log stays as read so far
+                if not self._complained:
+                    print(f"rankmap.profile: {exc}", file=sys.stderr)
+                self._complained = True
         return True
 
     def write_part(self, status: str) -> None:
@@ -162,7 +180,7 @@ class Supervisor:
         rec = counts.recorder(s, self.model)
         part = tracefmt.Trace(s.size, rec.edges(), list(rec.phases), {s.rank: info},
                               {s.host: self.xml} if self.xml is not None else {}, dict(self.meta),
-                              str(self.part))
+                              str(self.part), None if self.events is None else self.events.event_log(s))
         try:
             part.write(self.part)
         except OSError as exc:  # a full disk must not kill the program
@@ -175,7 +193,8 @@ class Supervisor:
         if b"S" in data and self.read():
             self._host_xml()
             self.write_part("started")
-            self.sock.sendall(b"A")   # the program waits for its part file to exist
+            cap = 0 if self.events is None else self.events.cap   # the program waits for its part file to exist
+            self.sock.sendall(b"A" + struct.pack("=q", cap))
         if b"F" in data and self.read():
             self.write_part("flushed")
         elif b"T" in data and self.part is not None:
@@ -280,10 +299,11 @@ class Supervisor:
         else:
             status = "started" if self.snapshot.status == "started" else "flushed"
         self.write_part(status)
-        try:
-            self.counts.unlink()
-        except OSError:
-            pass
+        for path in (self.counts, Path(f"{self.counts}.events")):
+            try:
+                path.unlink()
+            except OSError:
+                pass
 
 
 def _say(message: str) -> None:
