@@ -1,7 +1,7 @@
 """Overhead of recording a compiled program (PMPI interposition): per call
 and on a whole program, against the same program run without it.
 
-    python benchmarks/pmpi_overhead.py [--jobs N] [--calls N] [--halo-ranks P] [--json FILE]
+    python benchmarks/pmpi_overhead.py [--jobs N] [--calls N] [--halo-ranks P] [--max-events N] [--json FILE]
 
 1. per call, one rank: ``benchmarks/pmpi_overhead.c`` times each call form
    (CPU time of the calling thread, best of 15 rounds of 20000 calls) plain
@@ -13,7 +13,10 @@ and on a whole program, against the same program run without it.
    job's wall time (start-up: building nothing, the library is cached;
    the final merge), plain and profiled.
 
-Plain and profiled jobs alternate (a change of machine load hits both
+The profiled jobs log every call in the event log (``--max-events``,
+default 2^24: room for all of them; the profiler's own default stops
+logging at 2^18 events a rank, after which a call costs what it costs with
+``--max-events 0``).  Plain and profiled jobs alternate (a change of machine load hits both
 alike); each figure is the median and the best over ``--jobs`` jobs (on a
 busy machine scheduling delays only add time: the best is what a call
 costs when the ranks hold a core).  The programs are
@@ -59,9 +62,10 @@ def build(tmp: Path) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
-def job(n: int, program: Path, args: list[str], profiled: bool, tmp: Path) -> tuple[str, float]:
-    pre = [sys.executable, "-m", "rankmap.profile", "--no-topology", "-o", str(tmp / "b.rmtrace.npz")] \
-        if profiled else []
+def job(n: int, program: Path, args: list[str], profiled: bool, tmp: Path,
+        max_events: int = 0) -> tuple[str, float]:
+    pre = [sys.executable, "-m", "rankmap.profile", "--no-topology", "--max-events", str(max_events),
+           "-o", str(tmp / "b.rmtrace.npz")] if profiled else []
     t0 = time.perf_counter()
     proc = subprocess.run([mpiexec(), "-n", str(n), *pre, str(program), *args], capture_output=True,
                           text=True, timeout=600, cwd=tmp,
@@ -82,10 +86,13 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20000, help="calls per timed round (default 20000)")
     ap.add_argument("--halo-ranks", type=int, default=2, help="ranks of the halo program (default 2)")
     ap.add_argument("--halo-iters", type=int, default=20000, help="halo iterations (default 20000)")
+    ap.add_argument("--max-events", type=int, default=1 << 24,
+                    help="events each profiled rank logs (default 2^24: every call of the default runs; 0: no log)")
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
-    print(f"{time.strftime('%Y-%m-%d')}, {machine()}")
-    results: dict = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": " ".join(sys.argv)}
+    print(f"{time.strftime('%Y-%m-%d')}, {machine()}; profiled jobs log up to {a.max_events} events a rank")
+    results: dict = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "command": " ".join(sys.argv),
+                     "max_events": a.max_events}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         bench, halo = build(tmp)
@@ -97,7 +104,7 @@ def main() -> None:
             runs: dict = {"plain": [], "profiled": []}
             for _ in range(a.jobs):
                 for kind in runs:
-                    out, wall = job(n, program, args, kind == "profiled", tmp)
+                    out, wall = job(n, program, args, kind == "profiled", tmp, a.max_events)
                     if label == "halo2d":
                         loops = [float(x) for x in re.findall(r"in ([0-9.]+) s", out)]
                         runs[kind].append({"loop s (slowest rank)": max(loops), "job wall s": wall})

@@ -259,12 +259,20 @@ def test_c_event_log_is_shown_and_replayed(tmp_path, event_order):
 @pytest.mark.parametrize("victim", [0, 2])
 def test_killed_rank_loses_at_most_the_last_flush_interval(victim, tmp_path, compiled):
     """Rank ``victim`` of a C ring SIGKILLs itself 3 flush intervals after
-    its first 10 x 1000 B (``check_killed_run``)."""
+    its first 10 x 1000 B (``check_killed_run``); the event log the flushes
+    appended holds every rank's first 10 Sendrecv (posts, then both waits)."""
     n, interval = 4, 0.2
     out, proc = profile(n, tmp_path, compiled("ring_kill.c"), str(victim), str(interval),
                         options=["--no-topology", "--flush-interval", str(interval)], check=False)
     assert proc.returncode != 0
     check_killed_run(out, victim, tmp_path)
+    trace = read_trace(out, warn_missing=False)
+    for me in range(n):
+        log = logged(trace, me)
+        assert len(log) >= 40
+        for k in range(10):
+            assert log[4 * k:4 * k + 4] == [(EVENT_SEND, (me + 1) % n, 1000), (EVENT_RECV, (me - 1) % n, 1000),
+                                            (EVENT_WAIT, 4 * k, 0), (EVENT_WAIT, 4 * k + 1, 0)], f"rank {me}"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
