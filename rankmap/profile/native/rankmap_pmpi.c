@@ -834,9 +834,13 @@ void rm_recv(MPI_Comm comm, int source, MPI_Count count, MPI_Datatype type, int 
  * that waits for both */
 void rm_sendrecv(MPI_Comm comm, int dest, MPI_Count scount, MPI_Datatype stype, int source, MPI_Count rcount,
                  MPI_Datatype rtype, rm_req request, rm_status st) {
+    if (!lg.cap) {   /* no log: the send is all there is */
+        rm_p2p(comm, dest, scount, stype, RM_BLOCKING, RM_NO_REQ);
+        return;
+    }
     int any = source == MPI_ANY_SOURCE;
     double sbytes = dest >= 0 ? type_bytes(scount, stype) : 0.0;
-    double rbytes = source != MPI_PROC_NULL && lg.cap && !(any && !request.handle) ? type_bytes(rcount, rtype) : 0.0;
+    double rbytes = source != MPI_PROC_NULL && !(any && !request.handle) ? type_bytes(rcount, rtype) : 0.0;
     enter(NULL);
     comm_t *c = comm_entry(comm);
     const group_t *g = &rm.groups[c->group];
