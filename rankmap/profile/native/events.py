@@ -99,7 +99,8 @@ class NativeEvents:
                | (p2p & ((peer < np.where(kind == EVENT_RECV, -1, 0)) | (peer >= self.nranks) | (value < 0)))
                | ((kind == EVENT_WAIT) & ((value < 0) | (value >= index)))
                | (coll & ((rec["members"] < 0) | (rec["members"] >= len(snap.groups))))
-               | (model & ((peer < 0) | (peer >= len(snap.groups)) | (rec["op"] < 0) | (rec["op"] >= len(snap.ops)))))
+               | (model & ((peer < 0) | (peer >= len(snap.groups))
+                           | (rec["op"] < 0) | (rec["op"] >= len(snap.ops)))))
         total = self.nrec + rec.size
         if bad.any() or (fixes.size and ((fixes["record"] < 0).any() or (fixes["record"] >= total).any()
                                          or (fixes["peer"] < -1).any() or (fixes["peer"] >= self.nranks).any())):
@@ -172,7 +173,8 @@ class NativeEvents:
         if keep < m:
             self.cut = True
         if keep > 0:
-            self.op, self.peer, self.nbytes = (_room(a, self.n, keep, self.cap) for a in (self.op, self.peer, self.nbytes))
+            self.op, self.peer, self.nbytes = (_room(a, self.n, keep, self.cap)
+                                               for a in (self.op, self.peer, self.nbytes))
             for store, new in zip((self.op, self.peer, self.nbytes), events):
                 store[self.n:self.n + keep] = new[:keep]
             self.n += keep
