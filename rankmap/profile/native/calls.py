@@ -141,7 +141,7 @@ def _completions() -> list[Call]:
 
 #: blocking collectives: name, parameters without the communicator, record ({req}: NULL or request)
 _COLLECTIVES = [
-    ("Barrier", "", "rm_barrier(comm, {req})"),
+    ("Barrier", "", "rm_vector(comm, RM_BARRIER, 0, MPI_BYTE, 0, {req})"),
     ("Bcast", "void *buffer, int count, MPI_Datatype datatype, int root",
      "rm_vector(comm, RM_BCAST, count, datatype, root, {req})"),
     ("Reduce", _VECTOR + ", int root", "rm_vector(comm, RM_REDUCE, count, datatype, root, {req})"),

@@ -9,8 +9,9 @@ run's log is read once, however often its part is written.
 
 A record is one event of the log, except a collective with a model: one
 record that becomes its COLL and this rank's flows by the counters' plan
-(``counts.flows``), ``int(factor x unit + 0.5)`` bytes each, as the mpi4py
-profiler logs them (``eventlog.EventRecorder.collective``).  A WAIT names
+(``counts.flows``) at the call's unit, one a message of
+``int(factor x unit / messages + 0.5)`` bytes, as the mpi4py profiler logs
+them (``eventlog.EventRecorder.collective``).  A WAIT names
 its post's record, renumbered here to the post's event.  The first ``cap``
 events are kept and ``truncated`` says there were more, as in the mpi4py
 profiler's log.  The file is the library's own, but a damaged one is one
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ...trace import EVENT_COLL, EVENT_CSEND, EVENT_RECV, EVENT_SEND, EVENT_WAIT, EventLog
+from ..collectives import choose, library_family
 from .counts import Snapshot, flows
 
 #: rankmap_pmpi.c's rec_t and fix_t
@@ -56,7 +58,8 @@ class NativeEvents:
         self.comms: list[tuple] = []                  # members of each communicator the log names
         self._comm_index: dict = {}                   # members -> index in comms
         self._group_comm: dict = {}                   # the library's group -> index in comms
-        self._plans: dict = {}                        # (group, op, root) -> (world ranks, factors)
+        self._plans: dict = {}                        # (group, op, root, algorithm) -> flows a message
+        self._library = None                          # whose algorithms the ``mpi`` model follows
 
     # ------------------------------------------------------------- reading
     def update(self, snap: Snapshot) -> None:
@@ -117,12 +120,19 @@ class NativeEvents:
                 self.comms.append(members)
         return c
 
-    def _plan(self, snap: Snapshot, group: int, op: int, root: int) -> tuple[np.ndarray, np.ndarray]:
-        key = (group, op, root)
+    def _plan(self, snap: Snapshot, group: int, op: int, root: int, unit: float) -> tuple[np.ndarray, ...]:
+        """(world rank, factor, messages) of each message of the plan at
+        ``unit`` bytes, remembered per algorithm (as the mpi4py profiler's)."""
+        if self._library is None:
+            self._library = library_family(snap.mpi_library)
+        alg = choose(snap.ops[op], len(snap.groups[group].ranks), unit, self._library) \
+            if self.model == "mpi" else None
+        key = (group, op, root, alg)
         if key not in self._plans:
-            pairs = flows(snap, self.model, group, op, root)
-            self._plans[key] = (np.array([w for w, _ in pairs], dtype=np.int64),
-                                np.array([f for _, f in pairs], dtype=np.float64))
+            per = [(w, f, m) for w, f, m in flows(snap, self.model, self._library, group, op, root, unit)
+                   for _ in range(m)]
+            self._plans[key] = tuple(np.array([x[i] for x in per], dtype=t)
+                                     for i, t in enumerate((np.int64, np.float64, np.int64)))
         return self._plans[key]
 
     def _add(self, snap: Snapshot, rec: np.ndarray) -> None:
@@ -132,11 +142,12 @@ class NativeEvents:
         size = np.ones(rec.size, dtype=np.int64)
         model = np.flatnonzero(kind == MODEL)
         if model.size:
-            keys, inverse = np.unique(np.stack([rec["peer"][model], rec["op"][model], rec["root"][model]], axis=1),
-                                      axis=0, return_inverse=True)
+            unit = np.ascontiguousarray(rec["value"][model]).view(np.float64)
+            keys, inverse = np.unique(np.stack([rec["peer"][model], rec["op"][model], rec["root"][model], unit],
+                                               axis=1), axis=0, return_inverse=True)
             inverse = inverse.ravel()
-            plans = [self._plan(snap, *(int(x) for x in key)) for key in keys]
-            count = np.array([len(w) for w, _ in plans], dtype=np.int64)
+            plans = [self._plan(snap, int(g), int(o), int(r), float(u)) for g, o, r, u in keys]
+            count = np.array([len(p[0]) for p in plans], dtype=np.int64)
             size[model] = 1 + count[inverse]
         at = np.cumsum(size) - size  # each record's first event within the new ones
         self.first = _room(self.first, self.nrec, rec.size)
@@ -161,13 +172,11 @@ class NativeEvents:
             within = np.arange(int(per.sum())) - np.repeat(np.cumsum(per) - per, per)
             offsets = np.concatenate([[0], np.cumsum(count)[:-1]])
             which = np.repeat(offsets[inverse], per) + within
-            world = np.concatenate([w for w, _ in plans])
-            factor = np.concatenate([f for _, f in plans])
-            unit = np.repeat(np.ascontiguousarray(rec["value"][model]).view(np.float64), per)
+            world, factor, messages = (np.concatenate([p[i] for p in plans]) for i in range(3))
             where = np.repeat(at[model] + 1, per) + within
             events[0][where] = EVENT_CSEND
             events[1][where] = world[which]
-            events[2][where] = (factor[which] * unit + 0.5).astype(np.int64)  # int(): towards zero
+            events[2][where] = (factor[which] * np.repeat(unit, per) / messages[which] + 0.5).astype(np.int64)
         self.total += m
         keep = min(m, self.cap - self.n)
         if keep < m:

@@ -74,10 +74,10 @@
 #define SNAPSHOT_VERSION 2
 enum { ST_STARTED, ST_FLUSHED, ST_FINALIZED, ST_EXITED };
 enum { K_P2P, K_COLL, K_PUT, K_GET, NKINDS };
-enum { M_NONE, M_ROOT, M_TREE, M_RING };
+enum { M_NONE, M_ROOT, M_TREE, M_RING, M_MPI };
 static const char *const OP_NAMES[RM_NOPS] = {
     "bcast", "reduce", "scatter", "gather", "allgather", "allreduce", "alltoall",
-    "reduce_scatter", "scan"};
+    "reduce_scatter", "scan", "barrier"};
 
 __thread int rm_depth __attribute__((tls_model("initial-exec")));
 volatile int rm_recording;
@@ -1087,13 +1087,6 @@ void rm_alltoallw(MPI_Comm comm, int in_place, rm_counts scounts, rm_handles sty
     leave(persist);
 }
 
-void rm_barrier(MPI_Comm comm, MPI_Request *persist) {
-    if (!lg.cap) return;
-    int gid;
-    collective(comm, persist, &gid);
-    leave(persist);
-}
-
 /* neighbourhood collectives: block j to out-neighbour j */
 void rm_neighbors(MPI_Comm comm, rm_counts scounts, rm_handles stypes, MPI_Request *persist) {
     if (!collectives_wanted()) return;
@@ -1455,8 +1448,8 @@ void rm_begin(void) {
     mpi_identity();
     binding();
     text = getenv("RANKMAP_PMPI_MODEL");
-    rm.model = !text ? M_TREE : !strcmp(text, "none") ? M_NONE : !strcmp(text, "root") ? M_ROOT
-             : !strcmp(text, "ring") ? M_RING : M_TREE;
+    rm.model = !text ? M_MPI : !strcmp(text, "none") ? M_NONE : !strcmp(text, "root") ? M_ROOT
+             : !strcmp(text, "ring") ? M_RING : !strcmp(text, "tree") ? M_TREE : M_MPI;
     text = getenv("RANKMAP_PMPI_INTERVAL");
     rm.interval_ms = text ? (int)(1000.0 * atof(text) + 0.5) : 1000;
     text = getenv("RANKMAP_PMPI_SOCKET");

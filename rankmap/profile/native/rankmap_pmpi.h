@@ -79,9 +79,9 @@ void rm_done(int n, const int *which, int base, rm_status st);
 
 /* collectives with a model (the operations of rankmap/profile/collectives.py);
  * rm_vector: one vector of `count` items (bcast, reduce, allreduce, scan,
- * exscan, reduce_scatter_block's block) */
+ * exscan, reduce_scatter_block's block; a barrier's: none) */
 enum rm_op { RM_BCAST, RM_REDUCE, RM_SCATTER, RM_GATHER, RM_ALLGATHER, RM_ALLREDUCE,
-             RM_ALLTOALL, RM_REDUCE_SCATTER, RM_SCAN, RM_NOPS };
+             RM_ALLTOALL, RM_REDUCE_SCATTER, RM_SCAN, RM_BARRIER, RM_NOPS };
 void rm_vector(MPI_Comm comm, int op, MPI_Count count, MPI_Datatype type, int root,
                MPI_Request *persist);
 /* gather, scatter: the unit is `root_count` items at the root, `count` elsewhere */
@@ -96,8 +96,6 @@ void rm_reduce_scatter(MPI_Comm comm, rm_counts rcounts, MPI_Datatype type, MPI_
 /* exact: alltoall(v/w) send block q to rank q (Alltoall, Alltoallv: RM_ONE_COUNT, RM_ONE) */
 void rm_alltoallw(MPI_Comm comm, int in_place, rm_counts scounts, rm_handles stypes,
                   rm_counts rcounts, rm_handles rtypes, MPI_Request *persist);
-/* a barrier: a collective without flows in the event log, nothing counted */
-void rm_barrier(MPI_Comm comm, MPI_Request *persist);
 /* exact: neighbourhood collectives name their peers */
 void rm_neighbors(MPI_Comm comm, rm_counts scounts, rm_handles stypes, MPI_Request *persist);
 
