@@ -3,7 +3,8 @@ opened, and the documented reorder_comm example runs on it.
 
     /opt/torch/.venv/bin/python3 benchmarks/gpu/real_gpu.py [--ranks 4] [--wheels .whl]
 
-From the repository root, rankmap from the source tree.  MPICH comes from
+From the repository root, rankmap installed from it (``pip install -e .``
+compiles its kernels).  MPICH comes from
 the ``mpich`` wheel in WHEELS, unpacked into /tmp (its ``data/bin`` and
 ``data/lib`` first on PATH and LD_LIBRARY_PATH), mpi4py (and the
 partitioners rankmap imports) from their wheels there (``pip install
@@ -61,7 +62,7 @@ def mpich_from_wheel(wheels: Path, into: Path) -> dict:
             "LD_LIBRARY_PATH": f"{data / 'lib'}{os.pathsep}{os.environ.get('LD_LIBRARY_PATH', '')}"}
 
 
-#: what rankmap needs beyond numpy, scipy, lxml and numba, installed from WHEELS where this Python lacks it
+#: what rankmap needs beyond numpy, scipy and lxml, installed from WHEELS where this Python lacks it
 FROM_WHEELS = ("mpi4py", "kahip", "kaminpar", "mtkahypar")
 
 
