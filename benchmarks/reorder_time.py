@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -114,7 +115,8 @@ def main(argv=None) -> int:
     if args.worker:
         worker(limits, args.paths.split(","))
         return 0
-    mpiexec = Path(sys.executable).with_name("mpiexec")
+    mpiexec = Path(sys.executable).with_name("mpiexec")  # the mpich wheel's, else the one on PATH
+    mpiexec = mpiexec if mpiexec.exists() else Path(shutil.which("mpiexec") or "mpiexec")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     if args.heavy_yield:
         env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
