@@ -8,7 +8,9 @@ File convention: ``NAME.rmtrace.npz``, a plain numpy ``.npz`` (zip of
                     (names, index = phase id), ``hosts`` (distinct host names),
                     ``host_topology_xml`` (host -> hwloc XML or null),
                     ``statuses`` (names, index = status id), ``collectives``
-                    (model), ``mpi`` (library, version), ``argv``, ``program``.
+                    (model), ``mpi`` (library, version), ``argv``, ``program``,
+                    ``network`` (optional: the network the site described,
+                    ``RANKMAP_NETWORK``, a cluster file's network lines).
 ``ranks``           the COMM_WORLD ranks this file covers (int64)
 ``rank_host``       host id of each covered rank (index into ``hosts``)
 ``rank_status``     status id: complete (the rank's finished marker), error,
@@ -272,6 +274,22 @@ class Trace:
         """
         return self.topology_and_placement()[0]
 
+    def network(self) -> dict:
+        """``compose_cluster``'s keywords for the network the run's site
+        described (``RANKMAP_NETWORK`` when it was recorded); none where it
+        described none, or where its text does not read (a warning)."""
+        text = self.meta.get("network")
+        if not text:
+            return {}
+        from .topology.cluster import network_description
+
+        try:
+            return network_description(text)
+        except ValueError as exc:
+            warnings.warn(f"{self.source or 'trace'}: the network recorded from RANKMAP_NETWORK does not read "
+                          f"({exc}); its links are priced by the defaults", stacklevel=2)
+            return {}
+
     def topology_and_placement(self):
         """``(topology, pe_of_rank)``: the job's machine restricted to its
         ranks' slots, and the slot each rank ran on.
@@ -296,7 +314,7 @@ class Trace:
             return None, None
         try:
             trees = [(h, read_hwloc_xml(self.host_topology_xml[h])) for h in order]
-            topo = compose_cluster(trees) if len(trees) > 1 else trees[0][1]
+            topo = compose_cluster(trees, **self.network()) if len(trees) > 1 else trees[0][1]
         except (ValueError, OSError):
             return None, None
         pe_of = {(h, int(os_i)): pe for pe, (h, os_i) in
@@ -532,7 +550,7 @@ def _checked_meta(meta: dict, path) -> dict:
     _field(path, "hosts", meta.get("hosts"), "strings")
     _field(path, "statuses", meta.get("statuses"), "strings", optional=True)
     _field(path, "argv", meta.get("argv"), "strings", optional=True)
-    for name in ("program", "collectives"):
+    for name in ("program", "collectives", "network"):
         _field(path, name, meta.get(name), str, optional=True)
     _field(path, "mpi", meta.get("mpi"), dict, optional=True)
     xml = _field(path, "host_topology_xml", meta.get("host_topology_xml"), dict, optional=True)

@@ -233,3 +233,39 @@ def test_strict_merge_of_nothing_fails(tmp_path):
     for r in range(2):
         _part(r, 2, []).write(part_path(out, r))
     assert cli(["merge", str(part_path(out, 0).parent), "--strict"]) == 2
+
+
+def test_the_network_a_site_describes_prices_the_recorded_hosts(tmp_path, data_dir, monkeypatch):
+    """RANKMAP_NETWORK (a cluster file's network line, as an emulated
+    cluster gives every rank) is recorded and prices the links between the
+    recorded hosts; without it the defaults do; text that does not read is
+    left out with one warning."""
+    from rankmap.emulate import ClusterSpec
+    from rankmap.profile.parts import site_network
+    from rankmap.topology.message_cost import message_costs
+
+    xml = (data_dir / "topologies/16em64t-4s2c2t.v2-hwloc2.14.xml").read_text()
+    hosts = ["cn01", "cn02"]
+    t = merge_traces([_part(r, 2, [(1 - r, 1000, 1, 0)], host=hosts[r]) for r in range(2)])
+    t.info = {r: i._replace(binding=list(range(16))) for r, i in t.info.items()}
+    t.host_topology_xml = dict.fromkeys(hosts, xml)
+
+    def between_hosts(trace):
+        topo, pe = trace.topology_and_placement()
+        costs = message_costs(topo)
+        top = topo.lca(pe[:1], pe[1:])
+        return float(costs.alpha[top][0]), 1 / float(costs.inverse[top][0]), costs.source
+
+    default = between_hosts(t)
+    line = ClusterSpec(nodes=2, slots=1, bandwidth="50mbit").network_line()
+    monkeypatch.setenv("RANKMAP_NETWORK", line)
+    t.meta.update(site_network())
+    t = read_trace(t.write(tmp_path / "net.rmtrace.npz"))
+    assert t.meta["network"] == line == "network 2 distances 100 bandwidths 50mbit latencies 40us"
+    alpha, beta, _ = between_hosts(t)
+    assert alpha == pytest.approx(40e-6) and beta <= 50e6 / 8 < default[1]
+    t.meta["network"] = "network 2 distances x"
+    with pytest.warns(UserWarning, match="RANKMAP_NETWORK does not read"):
+        assert between_hosts(t) == default
+    monkeypatch.delenv("RANKMAP_NETWORK")
+    assert site_network() == {}

@@ -35,6 +35,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..profile.parts import NETWORK_VARIABLE
 from ..topology import Topology
 from ..topology.bandwidth import format_latency, parse_latency, parse_rate
 from ..topology.hosts import expand_nodelist
@@ -121,14 +122,21 @@ class ClusterSpec:
         under a top switch at 1000), each link's rate as ``bandwidths``, the
         measured latency of a message between nodes as ``latencies``."""
         arities, dists = self.hierarchy(distances)
-        rates = [self.bandwidth] + ([self.rack_bandwidth or self.bandwidth] if self.racks > 1 else [])
         node = format_hierarchy(arities[:1], dists[:1])
         nodes = self.names or f"{HOST_PREFIX}[0-{self.nodes - 1}]"
+        return (f"cluster\nhierarchy {node[0]} distances {node[1]}\nnodes {nodes}\n"
+                f"{self.network_line(distances)}\n")
+
+    def network_line(self, distances=None) -> str:
+        """The cluster file's line for the network above the nodes: the
+        switches' distances, each link's rate, the latency between nodes
+        (also what every rank's ``RANKMAP_NETWORK`` says, so a trace
+        recorded here knows its links)."""
+        arities, dists = self.hierarchy(distances)
+        rates = [self.bandwidth] + ([self.rack_bandwidth or self.bandwidth] if self.racks > 1 else [])
         network = ":".join(format_distance(d) for d in dists[1:])
         latencies = ":".join([format_latency(parse_latency(self.latency))] * len(rates))
-        return (f"cluster\nhierarchy {node[0]} distances {node[1]}\nnodes {nodes}\n"
-                f"network {arities[1]} distances {network} bandwidths {':'.join(rates)} "
-                f"latencies {latencies}\n")
+        return f"network {arities[1]} distances {network} bandwidths {':'.join(rates)} latencies {latencies}"
 
     def topology(self, distances=None) -> Topology:
         """The rankmap topology of the cluster's slots, innermost level first:
@@ -393,9 +401,15 @@ exec {ip} netns exec "$ns" {unshare} --uts sh -c 'hostname "$1" && shift && exec
         """hydra's options that reach the nodes: the launcher script, the
         bridge's address, the network netmod (and ``env`` for every rank)."""
         cmd = ["-launcher", "ssh", "-launcher-exec", str(self.launcher), "-iface", self.bridge]
-        for key, value in {**NETWORK_ENV, **(env or {})}.items():
+        for key, value in {**self.rank_env(), **(env or {})}.items():
             cmd += ["-genv", key, str(value)]
         return cmd
+
+    def rank_env(self) -> dict:
+        """What every rank's environment holds on this cluster: MPICH's
+        network module, and the cluster's links for the profiler
+        (``RANKMAP_NETWORK``)."""
+        return {**NETWORK_ENV, NETWORK_VARIABLE: self.spec.network_line()}
 
     def mpirun(self, mpirun: str = "mpirun") -> tuple[list[str], dict]:
         """Open MPI's ``mpirun`` command prefix and environment for a run on
@@ -409,7 +423,8 @@ exec {ip} netns exec "$ns" {unshare} --uts sh -c 'hostname "$1" && shift && exec
         cmd = [mpirun, "--mca", "plm_rsh_agent", str(self.launcher), "--mca", "routed", "direct",
                "--mca", "oob_tcp_if_include", subnet, "--mca", "btl_tcp_if_include", subnet,
                "--oversubscribe"]
-        return cmd, {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        return cmd, {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                     NETWORK_VARIABLE: self.spec.network_line()}
 
     def mpirun_order(self, mpirun: str, n: int | None = None, *, order: str = "block",
                      ppn: int | None = None, rankfile=None) -> tuple[list[str], dict]:

@@ -1,5 +1,6 @@
 """What a recording run needs besides MPI: where the trace may go, the
-host's machine tree, and the end merge of the per-rank part files.
+host's machine tree and the network a site describes, and the end merge of
+the per-rank part files.
 
 Shared by the mpi4py profiler (``session``) and the per-rank supervisor of
 a compiled program (``native.run``), which must not import mpi4py: that
@@ -45,6 +46,19 @@ def host_topology_xml() -> str | None:
         return discover_local_xml() or hwloc_xml(sysfs_topology())
     except (OSError, ValueError):
         return None
+
+
+#: how a site, or an emulated cluster, tells the profiler the network its ranks run on: a cluster
+#: file's ``network`` and ``interconnect`` lines, ``;`` between them (``topology.cluster.network_description``)
+NETWORK_VARIABLE = "RANKMAP_NETWORK"
+
+
+def site_network() -> dict:
+    """``{"network": text}`` for the trace's metadata where ``RANKMAP_NETWORK``
+    describes the network, else nothing: ``map`` then prices the links
+    between the recorded hosts as the site said, not by defaults."""
+    text = os.environ.get(NETWORK_VARIABLE, "").strip()
+    return {"network": text} if text else {}
 
 
 def merge_when_complete(output: Path, timeout: float = 60.0) -> Path:

@@ -32,7 +32,7 @@ from mpi4py import MPI
 
 from .. import trace as tracefmt
 from . import gpu, wrappers
-from .parts import FLUSH_INTERVAL, host_topology_xml, merge_when_complete, output_problem
+from .parts import FLUSH_INTERVAL, host_topology_xml, merge_when_complete, output_problem, site_network
 from .recorder import Recorder
 
 
@@ -74,7 +74,7 @@ class Session:
                 self.xml = host_topology_xml()
             node.Free()
         self.meta = {"collectives": collectives, "mpi": mpi_info(), "argv": list(argv or sys.argv),
-                     "program": program, "python": sys.version.split()[0]}
+                     "program": program, "python": sys.version.split()[0], **site_network()}
         self.t_start = time.time()
         self.finished = False
         self._lock = threading.Lock()

@@ -315,10 +315,7 @@ def read_cluster_file(path) -> Topology:
     default_node: tuple | None = None
     members: list[tuple[str, tuple | None, int]] = []
     slots: list[tuple[str, int | None]] | None = None
-    network: tuple[list[int], list[float]] = ([], [])
-    bandwidths: list[float] = []
-    latencies: list[float] = []
-    interconnect_name = None
+    network_words: dict = {}
     switches = None
     level_distances = None
     started = False
@@ -350,14 +347,8 @@ def read_cluster_file(path) -> Topology:
             entries = _at(where, parse_hostfile, base / plain[0])
             members += [(h, node, lineno) for h, _ in entries]
             slots = (slots or []) + entries
-        elif key == "network" and len(plain) in (1, 3, 5, 7) and not opts and _pairs_of(plain[1:]) is not None:
-            words = _pairs_of(plain[1:])
-            network = _at(where, parse_network, plain[0], words.get("distances", ""))
-            bandwidths = _at(where, parse_bandwidths, words["bandwidths"]) if "bandwidths" in words else []
-            latencies = _at(where, parse_latencies, words["latencies"]) if "latencies" in words else []
-        elif key == "interconnect" and len(plain) == 1 and not opts:
-            _at(where, _known_interconnect, plain[0])
-            interconnect_name = plain[0]
+        elif key in NETWORK_LINES and not opts and _network_shape(key, plain):
+            network_words.update(_at(where, _network_words, key, plain))
         elif key == "switches" and len(plain) == 1 and not opts:
             switches, switches_at = base / plain[0], where
         elif key == "level-distances" and len(plain) == 1 and not opts:
@@ -370,7 +361,7 @@ def read_cluster_file(path) -> Topology:
                              "level-distances KIND=D,...)")
     if not members:
         raise ValueError(f"{path}: cluster file lists no node ('nodes NODELIST' or 'hostfile FILE')")
-    if switches is not None and network != ([], []):
+    if switches is not None and "network_arities" in network_words:
         raise ValueError(f"{path}: give 'network' or 'switches', not both")
     if switches is not None:
         from .switches import load_switches
@@ -390,8 +381,7 @@ def read_cluster_file(path) -> Topology:
                 cache[source] = hierarchy_topology(source[1], source[2], host_prefix=None)
         nodes.append((host, cache[source]))
     try:
-        topo = compose_cluster(nodes, *network, switches=switches, network_bandwidths=bandwidths,
-                               network_latencies=latencies, interconnect=interconnect_name)
+        topo = compose_cluster(nodes, switches=switches, **network_words)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     return topo if slots is None else restrict_to_slots(topo, host_slot_pes(topo, slots))
@@ -401,6 +391,48 @@ def _known_interconnect(name: str):
     from .message_cost import interconnect
 
     return interconnect(name)
+
+
+#: the lines of a cluster file that describe the network above the nodes (``network_description``)
+NETWORK_LINES = ("network", "interconnect")
+
+
+def network_description(text: str) -> dict:
+    """``compose_cluster``'s network keywords from a cluster file's lines
+    that describe the network, ``network A:B [distances D] [bandwidths B]
+    [latencies L]`` and ``interconnect KIND``, separated by ``;`` or new
+    lines (how a site or an emulated cluster tells the profiler what links
+    its ranks ran on: ``RANKMAP_NETWORK``); ValueError naming a bad line."""
+    out: dict = {}
+    for line in text.replace(";", "\n").splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if not _network_shape(words[0], words[1:]):
+            raise ValueError(f"cannot read {line.strip()!r} (network A:B [distances D1:D2] "
+                             "[bandwidths B1:B2] [latencies L1:L2], or interconnect KIND)")
+        out.update(_network_words(words[0], words[1:]))
+    return out
+
+
+def _network_shape(key: str, plain: list[str]) -> bool:
+    """Whether words are a ``network`` or ``interconnect`` line (values unread)."""
+    if key == "interconnect":
+        return len(plain) == 1
+    return key == "network" and len(plain) in (1, 3, 5, 7) and _pairs_of(plain[1:]) is not None
+
+
+def _network_words(key: str, plain: list[str]) -> dict:
+    """A ``network`` or ``interconnect`` line's words (``_network_shape``)
+    as ``compose_cluster`` keywords; ValueError for a bad value."""
+    if key == "interconnect":
+        _known_interconnect(plain[0])
+        return {"interconnect": plain[0]}
+    words = _pairs_of(plain[1:])
+    arities, distances = parse_network(plain[0], words.get("distances", ""))
+    return {"network_arities": arities, "network_distances": distances,
+            "network_bandwidths": parse_bandwidths(words["bandwidths"]) if "bandwidths" in words else [],
+            "network_latencies": parse_latencies(words["latencies"]) if "latencies" in words else []}
 
 
 def _pairs_of(words: list[str]) -> dict | None:

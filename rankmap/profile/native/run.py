@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ... import trace as tracefmt
 from .. import gpu
-from ..parts import host_topology_xml, merge_when_complete, output_problem
+from ..parts import host_topology_xml, merge_when_complete, output_problem, site_network
 from . import build, counts
 from .events import NativeEvents
 
@@ -112,7 +112,7 @@ class Supervisor:
         self.parts = tracefmt.part_path(output, 0).parent
         self.counts = self.parts / f".counts-{socket.gethostname()}-{os.getpid()}"
         self.events: NativeEvents | None = None  # the event log, from the first snapshot on (None: no log)
-        self.meta = {"collectives": self.model, "argv": [target, *args], "program": target}
+        self.meta = {"collectives": self.model, "argv": [target, *args], "program": target, **site_network()}
         self.snapshot: counts.Snapshot | None = None
         self.part: Path | None = None
         self.xml = None
