@@ -312,9 +312,10 @@ class Trace:
             return None, None
         if any(not b for b in bindings):
             return None, None
+        network = self.network()
         try:
             trees = [(h, read_hwloc_xml(self.host_topology_xml[h])) for h in order]
-            topo = compose_cluster(trees, **self.network()) if len(trees) > 1 else trees[0][1]
+            topo = compose_cluster(trees, **network) if len(trees) > 1 else trees[0][1]
         except (ValueError, OSError):
             return None, None
         pe_of = {(h, int(os_i)): pe for pe, (h, os_i) in
@@ -336,7 +337,8 @@ class Trace:
         for h, b in zip(hosts, bindings):
             usable[h].update(b)
         named = compose_cluster([(h, restrict_to_slots(tree, [p for p, c in enumerate(tree.pe_os_index)
-                                                            if int(c) in usable[h]])) for h, tree in trees])
+                                                            if int(c) in usable[h]])) for h, tree in trees],
+                                **network)
         ranks_on = {h: [] for h in order}
         for r, h in enumerate(hosts):
             ranks_on[h].append(r)
