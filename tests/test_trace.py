@@ -245,19 +245,19 @@ def test_the_network_a_site_describes_prices_the_recorded_hosts(tmp_path, data_d
     from rankmap.topology.message_cost import message_costs
 
     xml = (data_dir / "topologies/16em64t-4s2c2t.v2-hwloc2.14.xml").read_text()
-    hosts = ["cn01", "cn02"]
-    t = merge_traces([_part(r, 2, [(1 - r, 1000, 1, 0)], host=hosts[r]) for r in range(2)])
+    hosts = ["cn01", "cn02", "cn02"]  # ranks 1 and 2 share their host's CPUs: placed by host
+    t = merge_traces([_part(r, 3, [((r + 1) % 3, 1000, 1, 0)], host=hosts[r]) for r in range(3)])
     t.info = {r: i._replace(binding=list(range(16))) for r, i in t.info.items()}
     t.host_topology_xml = dict.fromkeys(hosts, xml)
 
     def between_hosts(trace):
         topo, pe = trace.topology_and_placement()
         costs = message_costs(topo)
-        top = topo.lca(pe[:1], pe[1:])
+        top = topo.lca(pe[:1], pe[1:2])
         return float(costs.alpha[top][0]), 1 / float(costs.inverse[top][0]), costs.source
 
     default = between_hosts(t)
-    line = ClusterSpec(nodes=2, slots=1, bandwidth="50mbit").network_line()
+    line = ClusterSpec(nodes=2, slots=2, bandwidth="50mbit").network_line()
     monkeypatch.setenv("RANKMAP_NETWORK", line)
     t.meta.update(site_network())
     t = read_trace(t.write(tmp_path / "net.rmtrace.npz"))
