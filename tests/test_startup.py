@@ -290,3 +290,23 @@ def test_importing_rankmap_loads_nothing_heavy():
     out = run_python("import sys; from rankmap.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
                      f"print('HELP', sorted(m for m in ('numpy', *{heavy!r}) if m in sys.modules))")
     assert "HELP []" in out, out
+
+
+def test_an_exact_split_solves_without_scipy_optimize_and_prints_nothing():
+    """The exact splits' LPs and branch and bounds go to HiGHS through
+    highspy: scipy.optimize (a slower import than a small search) stays
+    unloaded, and the solver writes nothing on standard output, where
+    ``--json`` goes."""
+    out = subprocess.run([sys.executable, "-c", (
+        "import sys, numpy as np; from rankmap.algorithms.refine.exact_groups import "
+        "exact_group_refine; from rankmap.graph import CommGraph; "
+        "from rankmap.topology.hierarchy import hierarchy_topology; "
+        "w = np.zeros((12, 12)); "
+        "[w.__setitem__((a, b), 5.0) for c in range(3) for a in range(4 * c, 4 * c + 4) "
+        "for b in range(4 * c, 4 * c + 4) if a != b]; "
+        "perm = np.random.default_rng(0).permutation(12); g = CommGraph.from_dense(w[perm][:, perm]); "
+        "pe, removed, work = exact_group_refine(g, hierarchy_topology([4, 3], [1.0, 10.0]), np.arange(12)); "
+        "print(removed > 0, work > 0, 'scipy.optimize' in sys.modules, file=sys.stderr)")],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "" and out.stderr.split() == ["True", "True", "False"], (out.stdout, out.stderr)

@@ -9,7 +9,7 @@ every group is a union of connected pieces of at most a0 tasks (a piece's
 weight is the weight inside it), so the pieces form the columns, every
 task is covered once, and the pieces must pack into full groups (for
 a0 = 4 every 3-piece needs a single beside it; for a0 = 3 every 2-piece).
-HiGHS (scipy's ``milp``) solves it exactly; its LP relaxation first tells
+HiGHS (``highs.py``) solves it exactly; its LP relaxation first tells
 whether any split beats the current one (often not), and where its
 optimum is integral it is the optimal split: either way the branch and
 bound is skipped.  On the one-node benchmark rows it proved the best J
@@ -31,6 +31,7 @@ from ...deadline import Deadline
 from ...graph import CommGraph
 from ...topology import Topology
 from .cycles import leaf_groups
+from .highs import solve
 
 MAX_GROUP = 4          # cores per group at most (the packing rule below holds up to four)
 MAX_NODE_TASKS = 256   # tasks of a node at most (its weights are held dense)
@@ -150,21 +151,19 @@ def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline |
     active[np.argsort(-model.value, kind="stable")[:chunk]] = True
     across = model.cover.T.tocsr()
     tolerance = 1e-9 * max(1.0, float(np.abs(model.value).max(initial=0.0)))
-    from scipy.optimize import linprog  # HiGHS: its import (1 s at load 5) only where a node is solved
-
+    pack_rows = model.pack.shape[0]
     while True:
         if deadline.expired():
             return None, None, None
         cols = np.flatnonzero(active)
-        # dual simplex without presolve: 0.7-0.9x HiGHS's default choice on these LPs
-        options = {"presolve": False}
-        if deadline.end is not None:
-            options["time_limit"] = max(deadline.remaining(), 1e-3)
-        lp = linprog(-model.value[cols], A_ub=-model.pack[:, cols], b_ub=np.zeros(model.pack.shape[0]),
-                     A_eq=model.cover[:, cols], b_eq=np.ones(m), bounds=(0, None), method="highs-ds", options=options)
-        if lp.status != 0:
+        lp = solve(-model.value[cols], sp.vstack([-model.pack[:, cols], model.cover[:, cols]]),
+                   np.concatenate([np.full(pack_rows, -np.inf), np.ones(m)]),
+                   np.concatenate([np.zeros(pack_rows), np.ones(m)]),
+                   time_limit=max(deadline.remaining(), 1e-3) if deadline.end is not None else None)
+        if not lp.optimal:
             return None, None, None
-        reduced = -model.value - across @ lp.eqlin.marginals + model.pack.T @ lp.ineqlin.marginals
+        pack_dual, cover_dual = lp.row_dual[:pack_rows], lp.row_dual[pack_rows:]
+        reduced = -model.value - across @ cover_dual + model.pack.T @ pack_dual
         better = np.flatnonzero((reduced < -tolerance) & ~active)
         if better.size == 0:
             break
@@ -172,7 +171,7 @@ def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline |
     x = np.zeros(n)
     x[cols] = lp.x
     integral = np.all(np.abs(x - np.round(x)) < 1e-7)
-    return -float(lp.fun), (_split(model, x, a0, a1) if integral else None), np.maximum(reduced, 0.0)
+    return -lp.objective, (_split(model, x, a0, a1) if integral else None), np.maximum(reduced, 0.0)
 
 
 def pieces_within(reduced: np.ndarray, gap: float) -> np.ndarray:
@@ -188,19 +187,16 @@ def best_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | No
     weight inside them, their inside weight and HiGHS's bound on it (equal
     when proven optimal, higher where ``node_limit`` or the deadline cut
     the branch and bound); None when no split was found in time."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
     deadline = Deadline.of(deadline)
-    options = {"node_limit": node_limit, "presolve": False}  # presolve took 9x the solve on 35k pieces
-    if deadline.end is not None:
-        options["time_limit"] = max(deadline.remaining(), 1e-3)
-    rules = [LinearConstraint(model.cover, 1, 1), LinearConstraint(model.pack, 0, np.inf)]
-    res = milp(-model.value, constraints=rules, integrality=np.ones(model.value.size), bounds=Bounds(0, 1),
-               options=options)
+    res = solve(-model.value, sp.vstack([model.cover, model.pack]),
+                np.concatenate([np.ones(model.cover.shape[0]), np.zeros(model.pack.shape[0])]),
+                np.concatenate([np.ones(model.cover.shape[0]), np.full(model.pack.shape[0], np.inf)]),
+                col_upper=1.0, integer=True, node_limit=node_limit,
+                time_limit=max(deadline.remaining(), 1e-3) if deadline.end is not None else None)
     if res.x is None:
         return None
     groups, inside = _split(model, res.x, a0, a1)
-    return groups, inside, (inside if res.status == 0 else max(-float(res.mip_dual_bound), inside))
+    return groups, inside, (inside if res.optimal else max(-res.dual_bound, inside))
 
 
 def _pack(pieces: list[np.ndarray], a0: int, a1: int) -> list[np.ndarray]:
@@ -315,12 +311,13 @@ def _regroup(local_pe: np.ndarray, groups: list[np.ndarray], old_group: np.ndarr
     """PEs of a node's tasks (in PE order) for the new groups: each new
     group takes the old group it shares most tasks with, so the fewest
     tasks change PE."""
-    from scipy.optimize import linear_sum_assignment
+    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 
     overlap = np.zeros((a1, a1))
     for g, members in enumerate(groups):
         np.add.at(overlap[g], old_group[members], 1)
-    _, slot = linear_sum_assignment(-overlap)
+    # one more everywhere: every pair an edge, so a full matching exists (its optimum unchanged)
+    _, slot = min_weight_full_bipartite_matching(sp.csr_array(overlap + 1), maximize=True)
     new_pe = np.empty(local_pe.size, dtype=np.int64)
     for g, members in enumerate(groups):
         cores = local_pe[slot[g] * a0:(slot[g] + 1) * a0]
