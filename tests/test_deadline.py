@@ -151,7 +151,7 @@ def test_a_cheap_method_loads_no_search_and_no_partitioner(data_dir):
     code = ("import sys; from rankmap.cli import main; "
             f"main(['map', {str(data_dir / 'graphs/delaunay_n10.graph')!r}, '--hierarchy', '4:16:16', "
             "'--method', 'greedy', '--json']); "
-            "heavy = [m for m in ('scipy.optimize', 'rankmap.algorithms.refine._kernels', 'kahip', 'mtkahypar', "
+            "heavy = [m for m in ('scipy.optimize', 'highspy', 'rankmap.algorithms.refine._kernels', 'kahip', 'mtkahypar', "
             "'networkx', 'mpi4py') if m in sys.modules]; "
             "print('HEAVY', heavy, file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

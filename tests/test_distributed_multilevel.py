@@ -88,9 +88,10 @@ def test_sets_in_worker_processes_give_the_same_result(monkeypatch):
     monkeypatch.setattr(pairs, "fork_server_pool", counted)
     g = stencil3d(6)
     topo = rankmap.topology_from_strings("24:2:5", "4:20:100")
-    serial, res = multilevel_map(g, topo, coarse_max=100, set_size=2, workers=1)
+    sets_only = dict(coarse_max=100, set_size=2, set_rounds=1, replicas=1)  # one replica: the sets are the test
+    serial, res = multilevel_map(g, topo, workers=1, **sets_only)
     assert pools == [] and res.set_gains and res.set_gains[0] > 0
-    parallel, res2 = multilevel_map(g, topo, coarse_max=100, set_size=2, workers=2)
+    parallel, res2 = multilevel_map(g, topo, workers=2, **sets_only)
     assert pools == [2]  # one pool for all the set rounds
     assert np.array_equal(parallel, serial) and res2.set_gains == res.set_gains
 
