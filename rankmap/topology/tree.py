@@ -242,13 +242,14 @@ class Topology:
             per = n_pes // int(width[d])
             start[ids] = np.arange(ids.size, dtype=np.int64) * per
             stop[ids] = start[ids] + per
-        names = np.full(n_nodes, None, dtype=object)
+        names = np.empty(n_nodes, dtype=object)  # None everywhere
         named = by_depth[1] if levels >= 2 else by_depth[0]
         if host_names is not None:
             names[named] = np.asarray(list(host_names), dtype=object)
             pe_host = names[named][np.arange(n_pes) // (n_pes // named.size)]
         else:
-            pe_host = np.full(n_pes, "localhost", dtype=object)
+            pe_host = np.empty(n_pes, dtype=object)
+            pe_host[:] = "localhost"  # one string shared (np.full would make one per PE: 0.8 s at 2^22)
         out = cls.__new__(cls)
         out._init_arrays(parent, distance, depth, node_kind.tolist(), names.tolist(),
                          np.full(n_nodes, -1, dtype=np.int64), leaves, child_ptr, child_idx, pe_host=pe_host,
@@ -258,7 +259,7 @@ class Topology:
         out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
         extras = _LeafExtras()
         extras.rows, extras.cpus = np.full(n_pes, -1, dtype=np.int64), [None] * n_pes
-        extras.devices = np.full(n_pes, None, dtype=object)
+        extras.devices = np.empty(n_pes, dtype=object)  # None everywhere
         out._init_extras(extras)
         out.node_uplink = np.full(n_nodes, np.nan)  # no bandwidths given: link_bandwidths derives them
         out.node_latency = np.full(n_nodes, np.nan)  # ... nor latencies: message_costs' defaults
