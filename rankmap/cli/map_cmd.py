@@ -335,7 +335,7 @@ def _report(args, graph, topology, recorded, mapping, given: dict | None) -> int
                                              eps=args.eps)
     if given is None:  # the distributed mapping: judged here, on rank 0
         given = _before(args, graph, topology, recorded)
-        _judge_by_replay(args, topology, mapping, given, None)
+        _judge_by_replay(args, graph, topology, mapping, given, None)
     before_pe, before_name, before, j_identity = given["pe"], given["name"], given["report"], given["J_identity"]
     same = np.array_equal(mapping.pe_of_task, before_pe)  # e.g. no time was left to map
     after = before if same else evaluate(graph, topology, mapping.pe_of_task, check=False,
