@@ -119,7 +119,7 @@ def _mi300a() -> GpuNodeType:
     # each of the others by two Infinity Fabric links, 256 GB/s both ways
     # (128 each way); AMD's MI300A data sheet: 5.3 TB/s of HBM3; one
     # Slingshot NIC per APU.  Cores 0-95 with their second threads 96-191
-    # (the lstopo output of an EX255a node in mpibind's issue 45).  Modes
+    # (an EX255a node's lstopo output published with LLNL's mpibind).  Modes
     # as ROCm's compute partitioning names them: SPX one GPU per APU, TPX
     # three (two XCDs each), CPX six (one XCD each).
     links = tuple((a, b, 128.0) for a in range(4) for b in range(a + 1, 4))
