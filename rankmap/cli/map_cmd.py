@@ -227,9 +227,10 @@ def _judge_by_replay(args, graph, topology, mapping, before: dict, deadline) -> 
     if after is None:  # the deadline came first: the mapping as the search left it
         return
     ratio = after.seconds / before["replay"].seconds if before["replay"].seconds else 1.0
-    tie_won = ratio <= 1 + REPLAY_GAIN and \
-        mapping_cost(graph, topology, mapping.pe_of_task) < (1 - TIE_J_GAIN) * before["report"].J
-    if objective_of(args.method, args.objective) == "time" and ratio > 1 - REPLAY_GAIN and not tie_won:
+    keep = objective_of(args.method, args.objective) == "time" and ratio > 1 - REPLAY_GAIN
+    if keep and ratio <= 1 + REPLAY_GAIN:  # a tie: a J lower by TIE_J_GAIN decides
+        keep = mapping_cost(graph, topology, mapping.pe_of_task) >= (1 - TIE_J_GAIN) * before["report"].J
+    if keep:
         before["kept"] = ratio
         mapping.pe_of_task = before["pe"].copy()
     else:
