@@ -158,8 +158,7 @@ def relaxed_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline |
         cols = np.flatnonzero(active)
         lp = solve(-model.value[cols], sp.vstack([-model.pack[:, cols], model.cover[:, cols]]),
                    np.concatenate([np.full(pack_rows, -np.inf), np.ones(m)]),
-                   np.concatenate([np.zeros(pack_rows), np.ones(m)]),
-                   time_limit=max(deadline.remaining(), 1e-3) if deadline.end is not None else None)
+                   np.concatenate([np.zeros(pack_rows), np.ones(m)]), deadline=deadline)
         if not lp.optimal:
             return None, None, None
         pack_dual, cover_dual = lp.row_dual[:pack_rows], lp.row_dual[pack_rows:]
@@ -191,8 +190,7 @@ def best_split(model: SetPartitioning, a0: int, a1: int, deadline: Deadline | No
     res = solve(-model.value, sp.vstack([model.cover, model.pack]),
                 np.concatenate([np.ones(model.cover.shape[0]), np.zeros(model.pack.shape[0])]),
                 np.concatenate([np.ones(model.cover.shape[0]), np.full(model.pack.shape[0], np.inf)]),
-                col_upper=1.0, integer=True, node_limit=node_limit,
-                time_limit=max(deadline.remaining(), 1e-3) if deadline.end is not None else None)
+                col_upper=1.0, integer=True, node_limit=node_limit, deadline=deadline)
     if res.x is None:
         return None
     groups, inside = _split(model, res.x, a0, a1)

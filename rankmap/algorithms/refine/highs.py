@@ -14,6 +14,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from ...deadline import Deadline
+
 
 class Solution(NamedTuple):
     """What a solve found: ``x`` is None when it found no solution;
@@ -28,12 +30,12 @@ class Solution(NamedTuple):
 
 def solve(cost: np.ndarray, rows: sp.spmatrix, row_lower: np.ndarray, row_upper: np.ndarray, *,
           col_upper: float = np.inf, integer: bool = False, node_limit: int | None = None,
-          time_limit: float | None = None) -> Solution:
+          deadline: Deadline | None = None) -> Solution:
     """Minimise ``cost @ x`` subject to ``row_lower <= rows @ x <= row_upper``
     and ``0 <= x <= col_upper``, every x integral when ``integer``: without
     presolve (on these programs it took longer than the solve), an LP by the
     dual simplex method, a MIP by branch and bound of at most ``node_limit``
-    nodes; ``time_limit`` in seconds."""
+    nodes; within what ``deadline`` has left."""
     import highspy  # only where a program is solved
 
     matrix = sp.csc_array(rows)
@@ -60,8 +62,8 @@ def solve(cost: np.ndarray, rows: sp.spmatrix, row_lower: np.ndarray, row_upper:
         options["mip_max_nodes"] = int(node_limit)
     if not integer:
         options["solver"], options["simplex_strategy"] = "simplex", 1  # dual: 0.7-0.9x HiGHS's own choice here
-    if time_limit is not None:
-        options["time_limit"] = float(time_limit)
+    if deadline is not None and deadline.end is not None:
+        options["time_limit"] = max(deadline.remaining(), 1e-3)
     for key, value in options.items():
         highs.setOptionValue(key, value)
     highs.passModel(lp)
