@@ -50,7 +50,7 @@ SUBNET_BASE = ipaddress.ip_network("10.213.0.0/16")
 HOST_PREFIX = "node"
 #: one-way latency of a small MPI message between two nodes, measured with
 #: benchmarks/cluster/pingpong.py (MPICH over libfabric tcp through veth and
-#: tbf; docs/methods.md, "Message costs"): what the cluster files say
+#: tbf; docs/message-costs.md): what the cluster files say
 EMULATED_LATENCY = "40us"
 _NAME_RE = re.compile(r"^rmx[0-9a-z]{1,7}$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,62}$")

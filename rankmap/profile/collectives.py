@@ -14,7 +14,7 @@ attributes them to pairs with a model, selected with ``--collectives``:
           (reduce-scatter by recursive halving + allgather by recursive
           doubling), binomial and k-nomial trees, scatter + allgather, Bruck,
           ring, pairwise, dissemination barriers (messages without bytes).
-          The thresholds and the algorithms are listed in docs/methods.md.
+          The thresholds and the algorithms are listed in docs/message-costs.md.
 ``root``  everything goes through the root (rank 0 for unrooted operations):
           bcast/scatter root -> each, gather/reduce each -> root,
           allreduce = reduce + bcast, allgather = gather + bcast of all blocks,
@@ -48,7 +48,7 @@ Not modelled: MPICH's node-aware compositions (ch4 runs small allreduce,
 bcast, reduce and barrier on a communicator that spans nodes with several
 ranks per node as a step inside each node and one among the nodes' first
 ranks, ``maint/tuning/coll/ch4/generic.json``) and Open MPI's ``coll/han``;
-their steps depend on the placement itself (docs/methods.md).
+their steps depend on the placement itself (docs/message-costs.md).
 """
 
 from __future__ import annotations

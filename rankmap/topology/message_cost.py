@@ -12,7 +12,7 @@ Where the figures come from, in order:
 1. the machine description: ``TreeNode.latency`` of the node (a cluster
    file's ``network ... latencies 30us``), and the bandwidths it gives for
    the links of the paths below the node (``TreeNode.uplink``);
-2. defaults by where the node lies (docs/methods.md says where each figure
+2. defaults by where the node lies (docs/message-costs.md says where each figure
    comes from): inside a host, shared memory (``SHARED_MEMORY``; the host's
    own node, where packages meet, costs ``SHARED_MEMORY.across``); above the
    hosts, the interconnect (``INTERCONNECTS``, ``DEFAULT_INTERCONNECT`` unless
@@ -60,7 +60,7 @@ class SharedMemory:
     bandwidth: float
 
 
-#: docs/methods.md ("Message costs") gives the source of every figure
+#: docs/message-costs.md gives the source of every figure
 INTERCONNECTS = {
     "infiniband": Interconnect("InfiniBand HDR", 1.0e-6, 25e9, 0.13e-6),
     "slingshot": Interconnect("Slingshot-11", 2.0e-6, 25e9, 0.35e-6),
