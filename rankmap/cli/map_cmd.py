@@ -269,14 +269,10 @@ def _hydra_whole(args, graph, topology, mapping, given_pe) -> tuple[int, float]:
 
 def _message_times(before, after) -> dict:
     """The report's message time per rank and its parts, after and before
-    (None where the graph counts no messages)."""
-    out = {}
-    for part in ("total", "latency", "bandwidth"):
-        key = "time" if part == "total" else f"time_{part}"
-        for suffix, rep in (("", after), ("_before", before)):
-            out[key + suffix] = None if rep.time is None else getattr(rep.time, part)
-    out["time_source"] = None if after.time is None else after.time.source
-    return out
+    (None where the graph counts no messages), under ``CostReport.as_dict``'s keys."""
+    keys = ("time", "time_latency", "time_bandwidth")
+    now, then = after.as_dict(), before.as_dict()
+    return {**{k: now[k] for k in keys}, **{f"{k}_before": then[k] for k in keys}, "time_source": now["time_source"]}
 
 
 def _run_distributed(args) -> int:
