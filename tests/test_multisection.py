@@ -367,9 +367,10 @@ def test_grown_blocks_pack_a_scrambled_stencil():
 def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypatch):
     """``grow``: the top level's subtrees get the grown blocks (the same
     blocks as ``grow_blocks``), each block is grown into its subtree's
-    children (``grow_split``) and their PEs take the tasks in the order of
-    growth; where the deadline cannot afford that split, the whole block
-    in the order of growth; fewer tasks than PEs are shared out over the
+    children and the split searched (``grow_split`` with GROWN_SEARCH_WORK)
+    and their PEs take the tasks in the order of growth; where the deadline
+    cannot afford the search, the grown split as far as it pays for; where
+    it cannot afford the split, the whole block in the order of growth; fewer tasks than PEs are shared out over the
     subtrees by their PEs; more tasks than PEs are refused; a deadline that cannot afford
     the growing gets the given order."""
     from rankmap.algorithms.construct import growing, multisection as ms, tree_growing
@@ -381,17 +382,24 @@ def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypat
     assert sorted(pe.tolist()) == list(range(1024))
     assert np.array_equal(pe // 64, growing.grow_blocks(g.symmetric, np.full(16, 64)))
     order = growing.growth_order(g.symmetric, np.full(16, 64))
-    groups = growing.grow_split(g.symmetric, np.split(order, 16), [np.full(16, 4)] * 16)
+    groups = growing.grow_split(g.symmetric, np.split(order, 16), [np.full(16, 4)] * 16,
+                                search_work=ms.GROWN_SEARCH_WORK)
     assert np.array_equal(pe[order] % 64 // 4, np.concatenate(groups))
     assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, np.arange(1024)) / 3
     # ... and the order inside a node is worth keeping: below a shuffle of each node's PEs
     relabel = np.random.default_rng(2).permuted(np.arange(1024).reshape(16, 64), axis=1).reshape(-1)
     assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, relabel[pe])
-    monkeypatch.setattr(tree_growing, "_PER_SPLIT_ENTRY", 1e6)  # no time for the split: the order of growth
-    deadline = Deadline(600.0)
-    unsplit = tree_growing.grow(g, topo, deadline=deadline)
+    with monkeypatch.context() as m:  # time for the split but hardly any search: a cut, J above the searched
+        m.setattr(ms, "_PER_SEARCH_WORK", 1e6)
+        deadline = Deadline(600.0)
+        grown = tree_growing.grow(g, topo, deadline=deadline)
+    assert deadline.hit and mapping_cost(g, topo, pe) < mapping_cost(g, topo, grown)
+    with monkeypatch.context() as m:  # no time for the split: the order of growth
+        m.setattr(ms, "_PER_GROWN_TASK", 1e6)
+        deadline = Deadline(600.0)
+        unsplit = tree_growing.grow(g, topo, deadline=deadline)
     assert deadline.hit and np.array_equal(unsplit[order], np.arange(1024))
-    assert mapping_cost(g, topo, pe) < mapping_cost(g, topo, unsplit)
+    assert mapping_cost(g, topo, grown) < mapping_cost(g, topo, unsplit)
     deadline = Deadline(600.0)  # one level of PEs: nothing below to split, so nothing refused
     flat = tree_growing.grow(grid_graph(8, 8), hierarchy_topology([64], [1]), deadline=deadline)
     assert sorted(flat.tolist()) == list(range(64)) and not deadline.hit

@@ -107,15 +107,12 @@ def test_fm_starts_no_round_after_the_deadline():
 def test_the_grown_search_shrinks_to_the_time_left():
     """The grown splits' search is cut to what the deadline leaves after
     the growing (a slow step before it), down to none; a cut is a hit."""
-    from types import SimpleNamespace
+    from rankmap.algorithms.construct.multisection import grown_seconds, search_work_allowed
 
-    from rankmap.algorithms.construct.multisection import _search_work_allowed, grown_seconds
-
-    setting = SimpleNamespace(search_work=300.0, threads=1)
-    assert _search_work_allowed(setting, 1 << 20, Deadline(None)) == 300.0
+    assert search_work_allowed(1 << 20, 300.0, 1, Deadline(None)) == 300.0
     plenty = Deadline(3600.0)
-    assert _search_work_allowed(setting, 1 << 20, plenty) == 300.0 and not plenty.hit
+    assert search_work_allowed(1 << 20, 300.0, 1, plenty) == 300.0 and not plenty.hit
     half = grown_seconds(1 << 20, 0.0) + (grown_seconds(1 << 20, 300.0) - grown_seconds(1 << 20, 0.0)) / 2
     some = Deadline(half)
-    assert 100.0 < _search_work_allowed(setting, 1 << 20, some) < 150.0 and some.hit
-    assert _search_work_allowed(setting, 1 << 20, Deadline(0.0)) == 0.0
+    assert 100.0 < search_work_allowed(1 << 20, 300.0, 1, some) < 150.0 and some.hit
+    assert search_work_allowed(1 << 20, 300.0, 1, Deadline(0.0)) == 0.0

@@ -28,45 +28,74 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ...deadline import Deadline
+
 
 def grow_split(adj, groups: list[np.ndarray], sizes: list[np.ndarray], threads: int = 1,
-               search_work: float = 0.0) -> list[np.ndarray]:
+               search_work: float = 0.0, deadline: Deadline | None = None) -> list[np.ndarray]:
     """The child index of every task of every sub-problem: ``groups[i]``
     (task ids, rows of the symmetric CSR ``adj``) into children of
-    ``sizes[i]`` tasks, by greedy growing (module docstring) inside the
-    sub-problem, each split then searched with ``search_work`` swap
-    evaluations per task (``_kernels.improve_split``; 0: none).
-    Sub-problems run in ``threads`` chunks at once; the result does not
-    depend on the count."""
+    ``sizes[i]`` tasks (``split_grown`` on the sub-problems laid end to
+    end)."""
     if not groups:
         return []
+    tasks = np.concatenate(groups)
+    child = split_grown(adj, tasks, _offsets([g.size for g in groups]), np.concatenate(sizes),
+                        _offsets([s.size for s in sizes]), threads, search_work, deadline)
+    return np.split(child, np.cumsum([g.size for g in groups])[:-1])
+
+
+def split_grown(adj, tasks: np.ndarray, sub_ptr: np.ndarray, sizes: np.ndarray, size_ptr: np.ndarray,
+                threads: int = 1, search_work: float = 0.0, deadline: Deadline | None = None) -> np.ndarray:
+    """The child index of ``tasks[j]`` for every j: sub-problem i, the tasks
+    ``tasks[sub_ptr[i]:sub_ptr[i + 1]]`` (rows of the symmetric CSR
+    ``adj``), split into children of ``sizes[size_ptr[i]:size_ptr[i + 1]]``
+    tasks by greedy growing (module docstring), each split then searched
+    with ``search_work`` swap evaluations per task
+    (``_kernels.improve_split``; 0: none).  Flat arrays, so that a
+    hundred thousand sub-problems cost no Python object each.
+    Sub-problems run in chunks on ``threads`` threads; the result does not
+    depend on the count.  A chunk that starts after the ``deadline`` is
+    grown without the search (a cut: the splits searched so far kept).
+    """
     from ._kernels import grow
 
     n = adj.shape[0]
-    tasks = np.concatenate(groups).astype(np.int64, copy=False)
-    sub_ptr = np.zeros(len(groups) + 1, dtype=np.int64)
-    np.cumsum([g.size for g in groups], out=sub_ptr[1:])
-    flat_sizes = np.concatenate(sizes).astype(np.int64, copy=False)
-    size_ptr = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum([s.size for s in sizes], out=size_ptr[1:])
+    tasks = np.asarray(tasks, dtype=np.int64)
+    sub_ptr, size_ptr = np.asarray(sub_ptr, dtype=np.int64), np.asarray(size_ptr, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
     at = np.full(n, -1, dtype=np.int64)
     at[tasks] = np.arange(tasks.size)
     child = np.full(n, -1, dtype=np.int64)
     indptr, indices = np.asarray(adj.indptr, dtype=np.int64), np.asarray(adj.indices, dtype=np.int64)
     w = np.asarray(adj.data, dtype=np.float64)
-    cuts = np.linspace(0, len(groups), max(min(int(threads), len(groups)), 1) + 1).astype(np.int64)
+    count = sub_ptr.size - 1
+    threads = max(min(int(threads), count), 1)
+    chunks = threads if deadline is None or search_work <= 0 else min(CHUNKS_PER_THREAD * threads, count)
+    cuts = np.linspace(0, count, max(chunks, 1) + 1).astype(np.int64)
 
     def run(c):
         a, b = cuts[c], cuts[c + 1]
-        grow(indptr, indices, w, tasks, sub_ptr[a:b + 1], flat_sizes, size_ptr[a:b + 1], at, child,
-             float(search_work))
+        work = 0.0 if deadline is not None and deadline.expired() else float(search_work)
+        grow(indptr, indices, w, tasks, sub_ptr[a:b + 1], sizes, size_ptr[a:b + 1], at, child, work)
 
-    if cuts.size > 2:
-        with ThreadPoolExecutor(cuts.size - 1) as pool:
+    if threads > 1:
+        with ThreadPoolExecutor(threads) as pool:
             list(pool.map(run, range(cuts.size - 1)))
     else:
-        run(0)
-    return [child[g] for g in groups]
+        for c in range(cuts.size - 1):
+            run(c)
+    return child[tasks]
+
+
+CHUNKS_PER_THREAD = 16  # chunks of a searched split under a deadline, per thread: the deadline checked between
+
+
+def _offsets(counts) -> np.ndarray:
+    """Where each of the runs of ``counts`` entries begins, and the end."""
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
 
 
 def grow_blocks(adj, sizes) -> np.ndarray:

@@ -373,20 +373,22 @@ def _split_level(setting: _Setting, sym, w, frontier: list, pe_of_task: np.ndarr
         from .growing import grow_split
 
         blocks = grow_split(sym, [t for _, t, _ in grown], [c for _, _, c in grown], s.threads,
-                            search_work=_search_work_allowed(s, sum(t.size for _, t, _ in grown), deadline))
+                            search_work=search_work_allowed(sum(t.size for _, t, _ in grown), s.search_work,
+                                                            s.threads, deadline), deadline=deadline)
         _settle_grown(s, [c for c, _, _ in grown], [t for _, t, _ in grown], blocks, pe_of_task, below_next)
     return below_next
 
 
-def _search_work_allowed(s: _Setting, n: int, deadline: Deadline) -> float:
-    """The grown splits' search work per task for ``n`` tasks: the setting's,
-    or where the deadline does not allow its price (a slow step before it),
-    as much as the time left pays for after the growing itself (a cut)."""
-    if deadline.allows(grown_seconds(n, s.search_work, s.threads)):
-        return s.search_work
-    per_work = grown_seconds(n, 1.0, s.threads) - grown_seconds(n, 0.0, s.threads)
-    left = deadline.remaining() - grown_seconds(n, 0.0, s.threads)
-    return float(min(max(left / per_work, 0.0), s.search_work)) if per_work > 0 else 0.0
+def search_work_allowed(n: int, search_work: float, threads: int, deadline: Deadline) -> float:
+    """The grown splits' search work per task for ``n`` tasks on ``threads``
+    threads: ``search_work``, or where the deadline does not allow its
+    price (a slow step before it), as much as the time left pays for after
+    the growing itself (a cut)."""
+    if deadline.allows(grown_seconds(n, search_work, threads)):
+        return search_work
+    per_work = grown_seconds(n, 1.0, threads) - grown_seconds(n, 0.0, threads)
+    left = deadline.remaining() - grown_seconds(n, 0.0, threads)
+    return float(min(max(left / per_work, 0.0), search_work)) if per_work > 0 else 0.0
 
 
 def _settle_grown(s: _Setting, children: list, tasks: list, blocks: list, pe_of_task: np.ndarray,
@@ -398,7 +400,7 @@ def _settle_grown(s: _Setting, children: list, tasks: list, blocks: list, pe_of_
     the 262144 groups of 4 took a second); the others join the next level."""
     topology = s.topology
     task = np.concatenate(tasks)
-    child = _splitting_nodes(topology, np.concatenate([c[b] for c, b in zip(children, blocks)]))
+    child = splitting_nodes(topology, np.concatenate([c[b] for c, b in zip(children, blocks)]))
     order = np.argsort(child, kind="stable")
     task, child = task[order], child[order]
     starts = np.flatnonzero(np.r_[True, child[1:] != child[:-1]])
@@ -413,7 +415,7 @@ def _settle_grown(s: _Setting, children: list, tasks: list, blocks: list, pe_of_
         below_next.append((int(child[starts[i]]), task[bounds[i]:bounds[i + 1]]))
 
 
-def _splitting_nodes(topology: Topology, nodes: np.ndarray) -> np.ndarray:
+def splitting_nodes(topology: Topology, nodes: np.ndarray) -> np.ndarray:
     """``Topology.splitting_node`` of every node of ``nodes``."""
     nodes = nodes.copy()
     while True:
@@ -544,14 +546,17 @@ def split_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: 
                                                                                       calls * groups)
 
 
-_PER_GROWN_ENTRY = 2.5e-7  # grow_blocks: seconds per task and adjacency entry (scrambled stencils into blocks
-                           # of 64: 2^20 tasks 0.8 s, 2^22 3.4-4.7 s, 2^24 20 s on an idle core)
+_PER_GROWN_ENTRY = 1.6e-7  # grow_blocks: seconds per task and adjacency entry (scrambled stencils into blocks
+                           # of 64, 2026-11-28, load 1.5-2.5: 2^20 tasks 0.57-0.62 s, 2^22 2.6 s, 2^24 14.4 s) ...
+_GROWN_CACHED_ENTRIES = 1 << 24  # ... and above this many entries slower by their count's fourth root (every
+                                 # neighbour a cache miss, and from there a TLB miss too)
 
 
 def grow_seconds(n: int, nnz: int) -> float:
     """Estimated seconds of growing blocks over a graph of ``n`` tasks and
     ``nnz`` adjacency entries (``growing.grow_blocks``; it cannot be cut)."""
-    return _PER_GROWN_ENTRY * (n + nnz)
+    entries = n + nnz
+    return _PER_GROWN_ENTRY * entries * max(1.0, entries / _GROWN_CACHED_ENTRIES) ** 0.25
 
 
 def _refused_blocks(adj, ws: np.ndarray, targets: np.ndarray, deadline: Deadline) -> np.ndarray:

@@ -4,8 +4,8 @@ For instances too large for any partitioner in the time given (2^24 tasks:
 KaMinPar's top cut alone took 389 s on one core), compiled passes: the
 blocks of the top level's subtrees grown one after the other over the
 whole graph (``growing.growth_order``), each block grown into its
-subtree's children where the time allows (``growing.grow_split``), and
-the PEs taken in the order the tasks were grown.
+subtree's children and the split searched where the time allows
+(``growing.split_grown``), and the PEs taken in the order the tasks were grown.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 from ...cores import default_workers
 from ...deadline import Deadline
 from ..registry import register
-from .growing import grow_split, growth_order
-from .multisection import grow_seconds, task_counts
+from .growing import growth_order, split_grown
+from .multisection import (GROWN_SEARCH_WORK, grow_seconds, grown_seconds, search_work_allowed,
+                           splitting_nodes, task_counts)
 
 
 @register("grow", "greedy graph growing along the tree, one task per PE: the top level's subtrees "
@@ -26,14 +27,14 @@ from .multisection import grow_seconds, task_counts
 def grow(graph, topology, *, eps=None, deadline=None, **_):
     """The construction for instances too large for any partitioner in the
     time given: blocks for the subtrees of the first splitting node
-    (``growth_order``), each block grown into the subtree's children
-    (``growing.grow_split``, where the ``deadline`` allows its price), and
-    the tasks of each on its PEs in the order they were grown, so tasks
-    placed one after the other, mostly neighbours, share the lower levels
-    (PEs in the tree's leaf order).  On a scrambled 2-D stencil onto
-    4:16:16384 the second split lowers J by 3 %.  Growing cannot be cut:
-    where the deadline does not allow its price, the given order is
-    returned."""
+    (``growth_order``), each block grown into the subtree's children and
+    the split searched (``growing.split_grown``, where the ``deadline``
+    allows its price; the search as far as the time left pays for, up to
+    GROWN_SEARCH_WORK), and the tasks of each child on its PEs in the order
+    they were grown, so tasks placed one after the other, mostly
+    neighbours, share the lower levels (PEs in the tree's leaf order).
+    Growing cannot be cut: where the deadline does not allow its price,
+    the given order is returned."""
     n, k = graph.n, topology.n_pes
     if n > k:
         raise ValueError(f"method grow places one task per PE: {n} tasks onto {k} PEs "
@@ -47,23 +48,48 @@ def grow(graph, topology, *, eps=None, deadline=None, **_):
         return np.zeros(n, dtype=np.int64)
     sizes = task_counts(n, topology.leaf_stop[children] - topology.leaf_start[children])
     order = growth_order(graph.symmetric, sizes)
+    threads = default_workers()
     # where the tree splits below the top level: each subtree's children (a PE child: itself)
-    if np.any(np.diff(topology.child_ptr)[children] > 0) and deadline.allows(_PER_SPLIT_ENTRY * (n + nnz)):
-        below = [topology.children(topology.splitting_node(int(c))) for c in children]
-        below = [kids if kids.size else children[i:i + 1] for i, kids in enumerate(below)]
-        counts = [task_counts(size, topology.leaf_stop[kids] - topology.leaf_start[kids])
-                  for size, kids in zip(sizes.tolist(), below)]
-        split = grow_split(graph.symmetric, np.split(order, np.cumsum(sizes)[:-1]), counts, default_workers())
-        offsets = np.cumsum([kids.size for kids in below]) - [kids.size for kids in below]
-        part = np.concatenate([offset + child for offset, child in zip(offsets.tolist(), split)])
+    if np.any(np.diff(topology.child_ptr)[children] > 0) and deadline.allows(grown_seconds(n, 0.0, threads)):
+        kids, kid_ptr = _children_below(topology, children)
+        counts = _counts_below(sizes, topology.leaf_stop[kids] - topology.leaf_start[kids], kid_ptr)
+        work = search_work_allowed(n, GROWN_SEARCH_WORK, threads, deadline)
+        child = split_grown(graph.symmetric, order, np.concatenate([[0], np.cumsum(sizes)]), counts, kid_ptr,
+                            threads, work, deadline)
+        part = np.repeat(kid_ptr[:-1], sizes) + child  # every task's child, in the order of growth
         order = order[np.argsort(part, kind="stable")]  # by the subtrees' children, each in the order of growth
-        children = np.concatenate(below)
-        sizes = np.bincount(part, minlength=children.size)
+        children, sizes = kids, counts
     pe_of_task = np.empty(n, dtype=np.int64)
     first = np.cumsum(sizes) - sizes  # where each part begins in the order
     pe_of_task[order] = np.repeat(topology.leaf_start[children] - first, sizes) + np.arange(n)
     return pe_of_task
 
 
-_PER_SPLIT_ENTRY = 1.5e-7  # grow_split of the top level's blocks, per task and adjacency entry (2^20 tasks in
-                           # 16384 blocks of 64: 0.65 s, 2^24: 8.9 s on an idle core)
+def _children_below(topology, children: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The children of every node of ``children`` where it splits (a PE:
+    itself), laid end to end, and where each node's run begins (and the end)."""
+    split = splitting_nodes(topology, children)
+    count = topology.child_ptr[split + 1] - topology.child_ptr[split]
+    leaf = count == 0
+    count[leaf] = 1
+    kid_ptr = np.concatenate([[0], np.cumsum(count)])
+    owner = np.repeat(np.arange(children.size), count)
+    at = np.where(leaf[owner], 0, topology.child_ptr[split][owner] + np.arange(kid_ptr[-1]) - kid_ptr[owner])
+    return np.where(leaf[owner], children[owner], topology.child_idx[at]), kid_ptr
+
+
+def _counts_below(sizes: np.ndarray, pes: np.ndarray, kid_ptr: np.ndarray) -> np.ndarray:
+    """The tasks of each child: every node's ``sizes[i]`` tasks over its
+    children (``pes``, runs of ``kid_ptr``) as ``task_counts`` shares them;
+    a node with as many tasks as PEs fills every child (the one-to-one
+    case, at once), the others computed once per distinct node."""
+    counts = pes.copy()
+    full = np.add.reduceat(pes, kid_ptr[:-1]) == sizes
+    shared: dict = {}
+    for i in np.flatnonzero(~full).tolist():
+        lo, hi = kid_ptr[i], kid_ptr[i + 1]
+        key = (int(sizes[i]), pes[lo:hi].tobytes())
+        if key not in shared:
+            shared[key] = task_counts(int(sizes[i]), pes[lo:hi])
+        counts[lo:hi] = shared[key]
+    return counts
