@@ -80,25 +80,24 @@ def uniform_pass(const int64_t[::1] indptr, const int64_t[::1] indices, const do
 
 
 def group_loads(const double[:, ::1] within, const double[::1] received, const int64_t[::1] sizes,
-                const int64_t[::1] offsets):
-    """The bytes over every group's link to its parent, up and down, flat
-    (depth d's groups from ``offsets[d]``, d >= 1), from ``uniform_pass``'s
-    sums: a group sends out what its PEs send less what stays inside it,
-    and receives what its PEs receive less what they send each other."""
+                const int64_t[::1] offsets, const int64_t[::1] ids, double[::1] loads):
+    """The bytes over every group's link to its parent, up and down, from
+    ``uniform_pass``'s sums, added to ``loads`` as ``cost.all_link_loads``
+    numbers the links (group g's node ``ids[g]``: its up link, and its down
+    link ``n_nodes`` further, ``loads`` holding 2 ``n_nodes``; depth d's
+    groups from ``offsets[d]``, d >= 1): a group sends out what its PEs send
+    less what stays inside it, and receives what its PEs receive less what
+    they send each other."""
     cdef Py_ssize_t levels = sizes.shape[0] - 1, p, d
-    up_arr = np.zeros(offsets[offsets.shape[0] - 1])
-    down_arr = np.zeros(offsets[offsets.shape[0] - 1])
-    cdef double[::1] up = up_arr, down = down_arr
+    cdef int64_t n_nodes = loads.shape[0] // 2, node
     cdef double inside
-    cdef int64_t g
     with nogil:
         for p in range(within.shape[0]):
             for d in range(1, levels + 1):
                 inside = within[p, d] if d < levels else 0.0  # a leaf holds one PE: nothing stays inside
-                g = offsets[d] + p // sizes[d]
-                up[g] += within[p, 0] - inside
-                down[g] += received[p] - inside
-    return up_arr, down_arr
+                node = ids[offsets[d] + p // sizes[d]]
+                loads[node] += within[p, 0] - inside
+                loads[n_nodes + node] += received[p] - inside
 
 
 def row_costs(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,

@@ -362,11 +362,8 @@ def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, g
     shared = np.append(within.sum(axis=0), 0.0)  # bytes between PEs that share their depth-d group
     per_depth = shared[:-1] - shared[1:]  # ... whose LCA is at depth d
     offsets = np.concatenate([[0], np.cumsum([ids.size for ids in group_nodes])]).astype(np.int64)
-    up, down = group_loads(within, received, sizes, offsets)
-    loads = np.zeros(2 * topology.n_nodes)
-    for d in range(1, leaves + 1):  # the root (depth 0) has no link above it
-        loads[group_nodes[d]] = up[offsets[d]:offsets[d + 1]]
-        loads[topology.n_nodes + group_nodes[d]] = down[offsets[d]:offsets[d + 1]]
+    loads = np.zeros(2 * topology.n_nodes)  # the root (depth 0) has no link above it: stays 0
+    group_loads(within, received, sizes, offsets, np.concatenate(group_nodes).astype(np.int64, copy=False), loads)
     kinds = topology.level_kinds()
     levels = [{"depth": d, "level": kinds[d], "bytes": float(per_depth[d]), "distance": float(dists[d])}
               for d in range(leaves - 1, -1, -1) if per_depth[d] > 0]
@@ -379,8 +376,8 @@ def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, g
 def _uniform_sums(graph: CommGraph, n_pes: int, pe, sizes):
     """``_kernels.uniform_pass``'s per-PE sums over every row (in slices
     on threads where each PE holds one task at most, else in one), what
-    every PE receives from other PEs (its tasks' column sums, the row sums
-    where the bytes are known to be symmetric: read in order), and the
+    every PE receives from other PEs (its tasks' column sums; where the
+    bytes are known to be symmetric, what it sends: no pass), and the
     same-PE pairs."""
     from ._kernels import uniform_pass
 
@@ -391,12 +388,9 @@ def _uniform_sums(graph: CommGraph, n_pes: int, pe, sizes):
         slices = [(0, graph.n)]  # two rows of one PE in different slices would add to one sum at once
     same_pairs = sum(on_threads(lambda lo, hi: uniform_pass(indptr, indices, w, pe, sizes, within, same, lo, hi),
                                 slices))
-    if graph.known_symmetric():
-        into = np.add.reduceat(w, indptr[:-1]) if w.size else np.zeros(graph.n)
-        into[np.diff(indptr) == 0] = 0.0  # reduceat gives an empty row its next entry
-    else:
-        into = np.bincount(indices, weights=w, minlength=graph.n)
-    received = np.bincount(pe, weights=into, minlength=n_pes) - same
+    if graph.known_symmetric():  # a PE receives what it sends: its rows' bytes to other PEs
+        return within, same, within[:, 0].copy(), same_pairs
+    received = np.bincount(pe, weights=np.bincount(indices, weights=w, minlength=graph.n), minlength=n_pes) - same
     return within, same, received, same_pairs
 
 
