@@ -251,9 +251,8 @@ class Topology:
             pe_host = np.empty(n_pes, dtype=object)
             pe_host[:] = "localhost"  # one string shared (np.full would make one per PE: 0.8 s at 2^22)
         out = cls.__new__(cls)
-        out._init_arrays(parent, distance, depth, node_kind.tolist(), names.tolist(),
-                         np.full(n_nodes, -1, dtype=np.int64), leaves, child_ptr, child_idx, pe_host=pe_host,
-                         ranges=(start, stop))
+        out._init_arrays(parent, distance, depth, node_kind.tolist(), names.tolist(), None, leaves, child_ptr,
+                         child_idx, pe_host=pe_host, ranges=(start, stop))
         # PEs per group and the distance within it, depth by depth from the root (``_uniform_distance``)
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
         out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
@@ -279,7 +278,7 @@ class Topology:
         if self.n_pes == 0:
             raise ValueError("a topology needs at least one PE")
         self.child_ptr, self.child_idx = child_ptr, child_idx
-        self.pe_os_index = os_index[leaves]
+        self.pe_os_index = np.full(self.n_pes, -1, dtype=np.int64) if os_index is None else os_index[leaves]
         self.max_depth = int(depth.max())
         # PE range below every node (leaves are numbered in preorder), unless the caller knows it
         self.leaf_start, self.leaf_stop = ranges if ranges is not None else self._leaf_ranges()
