@@ -11,7 +11,7 @@ from rankmap.algorithms import map_tasks
 from rankmap.algorithms.refine.bottleneck import bottleneck_refine, leximin_compare, link_routes
 from rankmap.cost import all_link_loads, evaluate
 from rankmap.graph import CommGraph
-from rankmap.topology import MeshTopology, load_topology, topology_from_strings
+from rankmap.topology import MeshTopology, Topology, TreeNode, load_topology, topology_from_strings
 from rankmap.topology.bandwidth import link_bandwidths
 
 TOPOLOGIES = [MeshTopology((4, 4), torus=True, cores=2), MeshTopology((3, 4)),
@@ -250,3 +250,57 @@ def test_the_search_keeps_its_loads_and_j_exact():
     src, dst, w = g.coo()
     assert np.allclose(s.loads, all_link_loads(topo, s.table.pe[src], s.table.pe[dst], w))
     assert s.j == pytest.approx(mapping_cost(g, topo, s.table.pe))
+
+
+# ----------------------------------------------------------- compiled scoring
+def uneven_tree(seed):
+    """A tree of 1 to 3 children per node whose PEs lie at different depths."""
+    rng = np.random.default_rng(seed)
+
+    def node(height):
+        if height == 0 or (height < 3 and rng.random() < 0.3):
+            return TreeNode("pu")
+        kids = [node(height - 1) for _ in range(int(rng.integers(1, 4)))]
+        return TreeNode(f"level{height}", float(rng.integers(1, 50)) * height, kids)
+
+    while (topo := Topology(node(4))).n_pes < 6:
+        pass
+    return topo
+
+
+SCORED_TREES = [topology_from_strings("2:4:4", "1:10:100"),  # a uniform hierarchy: distances by arithmetic
+                Topology(TreeNode("net", 100, [TreeNode("node", 10, [TreeNode("pu") for _ in range(3)])
+                                               for _ in range(3)]))] + [uneven_tree(s) for s in range(4)]
+
+
+@pytest.mark.parametrize("topo", SCORED_TREES)
+@pytest.mark.parametrize("per_pe", [1, 2])
+def test_compiled_scores_are_the_numpy_scores_bit_for_bit(topo, per_pe):
+    """On a tree the compiled scoring gives numpy's arrays to the last bit
+    (bytes of fractional sizes, so the order of every sum shows), for every
+    kind of call, as the mapping changes: one-to-one with free PEs and
+    many-to-one with empty slots."""
+    from rankmap.algorithms.refine.bottleneck import _Search
+
+    rng = np.random.default_rng(topo.n_pes * 10 + per_pe)
+    n = per_pe * topo.n_pes - 2
+    g = CommGraph.from_edges(rng.integers(0, n, 6 * n), rng.integers(0, n, 6 * n), rng.random(6 * n) * 1e3, n=n)
+    start = rng.permutation(np.repeat(np.arange(topo.n_pes), per_pe))[:n]
+    s = _Search(g, topo, start, None if per_pe == 1 else 0.0, None, rng)
+    assert s.compiled is not None and s.table.cap == per_pe
+    n_slots, n_links = s.table.slot_pe.size, s.loads.size
+    for step in range(12):
+        s.j_cap = s.j * (1 + 1e-3 * rng.random())
+        us, slots = rng.integers(0, n, 40), rng.integers(0, n_slots, 40)
+        for lowers, j_only, every in [(None, False, False), (int(rng.integers(n_links)), False, False),
+                                      (int(rng.integers(n_links)), False, True), (None, True, False),
+                                      (None, False, True)]:
+            compiled = s._score_compiled(us, slots, lowers, j_only, every)
+            arrays = s._score_arrays(us, slots, lowers, j_only, every)
+            for a, b in zip(compiled, arrays):
+                assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        cand, link, new_load, d_j, viable = compiled
+        c = int(rng.integers(40))
+        a, b = np.searchsorted(cand, [c, c + 1])
+        if us[c] != s.table.task_of_slot[slots[c]]:
+            s.apply(int(us[c]), int(slots[c]), link[a:b], new_load[a:b], float(d_j[c]))

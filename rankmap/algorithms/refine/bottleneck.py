@@ -134,6 +134,12 @@ class _Search:
         self.mesh = topology if isinstance(topology, MeshTopology) else None
         self.j_cap = np.inf if j_cap is None else float(j_cap)
         self.rng = rng
+        self.compiled = None  # a tree without node links: the compiled scoring (``_score_compiled``)
+        if self.tree and not topology.has_links:
+            from ._bottleneck import TreeSwapScores
+
+            pr = self.pairs
+            self.compiled = TreeSwapScores(topology, pr.src, pr.dst, pr.w, pr.out_ptr, pr.in_ptr, pr.in_pairs)
         self.evals = 0
         self.reset(pe_of_task)
 
@@ -172,10 +178,33 @@ class _Search:
         change per candidate and which candidates were viable: J within the
         cap (``j_only``: J falls), and on a tree, where ``lowers`` names a
         link, its load falls (the routes, the costly part, are followed
-        only for these); ``every``: all are."""
+        only for these); ``every``: all are.  Compiled on a tree without
+        node links, with the same floats; numpy elsewhere."""
+        us, slots = np.asarray(us, dtype=np.int64), np.asarray(slots, dtype=np.int64)
+        self.evals += slots.size
+        scored = self._score_arrays if self.compiled is None else self._score_compiled
+        return scored(us, slots, lowers, j_only, every)
+
+    def _viable(self, d_j: np.ndarray, j_only: bool, every: bool) -> np.ndarray:
+        """The candidates whose J change ``d_j`` is allowed (``score``)."""
+        if every:
+            return np.ones(d_j.size, dtype=bool)
+        if j_only:
+            return d_j < -1e-12 * max(abs(self.j), 1.0)
+        return (self.j + d_j <= self.j_cap) | (d_j <= 0)
+
+    def _score_compiled(self, us, slots, lowers, j_only: bool, every: bool):
+        """``score`` on a tree, by ``_bottleneck.TreeSwapScores``."""
+        t = self.table
+        d_j, falls = self.compiled.changes(us, slots, t.pe, t.task_of_slot, t.slot_pe, -1 if lowers is None else lowers)
+        viable = self._viable(d_j, j_only, every) & falls
+        cand, link, new_load = self.compiled.routes(us, slots, viable, t.pe, t.task_of_slot, t.slot_pe, self.loads)
+        return cand, link, new_load, d_j, viable
+
+    def _score_arrays(self, us, slots, lowers, j_only: bool, every: bool):
+        """``score`` in numpy, on any topology."""
         t, pr = self.table, self.pairs
         pe = t.pe
-        us, slots = np.asarray(us, dtype=np.int64), np.asarray(slots, dtype=np.int64)
         k = slots.size
         v = t.task_of_slot[slots]
         pu, pv = pe[us], t.slot_pe[slots]
@@ -194,13 +223,7 @@ class _Search:
         w = pr.w[pairs]
         topo = self.topology
         d_j = np.bincount(cand, weights=w * (topo.distance(ns, nd) - topo.distance(ps, pd)), minlength=k)
-        self.evals += k
-        if every:
-            viable = np.ones(k, dtype=bool)
-        elif j_only:
-            viable = d_j < -1e-12 * max(abs(self.j), 1.0)
-        else:
-            viable = (self.j + d_j <= self.j_cap) | (d_j <= 0)
+        viable = self._viable(d_j, j_only, every)
         if lowers is not None and self.tree:
             node = lowers % topo.n_nodes
             lo, hi = topo.leaf_range(node)
