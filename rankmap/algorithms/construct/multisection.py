@@ -546,17 +546,17 @@ def split_seconds(n: int, nnz: int, parts: int, backend: str = "kahip", preset: 
                                                                                       calls * groups)
 
 
-_PER_GROWN_ENTRY = 1.6e-7  # grow_blocks: seconds per task and adjacency entry (scrambled stencils into blocks
-                           # of 64, 2026-11-28, load 1.5-2.5: 2^20 tasks 0.57-0.62 s, 2^22 2.6 s, 2^24 14.4 s) ...
-_GROWN_CACHED_ENTRIES = 1 << 24  # ... and above this many entries slower by their count's fourth root (every
-                                 # neighbour a cache miss, and from there a TLB miss too)
+_PER_GROWN_ENTRY = 1.3e-7  # grow_blocks: seconds per task and adjacency entry (scrambled stencils into blocks
+                           # of 64, 2026-11-28: 2^20 tasks 0.57-0.62 s, 2^22 2.5-2.9 s, 2^24 14.4 s at load 2) ...
+_GROWN_CACHED_ENTRIES = 1 << 24  # ... and above this many entries slower by their count to the power 0.35 (every
+                                 # neighbour a cache miss, and from there a TLB miss too; 2^24 priced 19 s)
 
 
 def grow_seconds(n: int, nnz: int) -> float:
     """Estimated seconds of growing blocks over a graph of ``n`` tasks and
     ``nnz`` adjacency entries (``growing.grow_blocks``; it cannot be cut)."""
     entries = n + nnz
-    return _PER_GROWN_ENTRY * entries * max(1.0, entries / _GROWN_CACHED_ENTRIES) ** 0.25
+    return _PER_GROWN_ENTRY * entries * max(1.0, entries / _GROWN_CACHED_ENTRIES) ** 0.35
 
 
 def _refused_blocks(adj, ws: np.ndarray, targets: np.ndarray, deadline: Deadline) -> np.ndarray:
