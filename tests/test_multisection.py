@@ -364,6 +364,24 @@ def test_grown_blocks_pack_a_scrambled_stencil():
         grow_blocks(g.symmetric, np.full(10, 100))
 
 
+def test_blocks_split_beside_the_growing_are_those_split_after_it(monkeypatch):
+    """``grow_and_split``: the order of growth and every block's split, on
+    any count of threads and stretches, are ``growth_order``'s and
+    ``split_grown``'s one after the other."""
+    from rankmap.algorithms.construct import growing
+
+    g = grid_graph(32, 32).subgraph(np.random.default_rng(1).permutation(1024))
+    sizes, counts, ptr = np.full(16, 64), np.full(256, 4), np.arange(0, 257, 16)
+    order = growing.growth_order(g.symmetric, sizes)
+    child = growing.split_grown(g.symmetric, order, np.arange(0, 1025, 64), counts, ptr, 1, 50.0)
+    assert not np.array_equal(child, growing.split_grown(g.symmetric, order, np.arange(0, 1025, 64), counts, ptr))
+    for stretches in (1, 5, 64):
+        monkeypatch.setattr(growing, "STRETCHES", stretches)
+        for threads in (1, 2, 3):
+            got_order, got_child = growing.grow_and_split(g.symmetric, sizes, counts, ptr, threads, 50.0)
+            assert np.array_equal(got_order, order) and np.array_equal(got_child, child)
+
+
 def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypatch):
     """``grow``: the top level's subtrees get the grown blocks (the same
     blocks as ``grow_blocks``), each block is grown into its subtree's

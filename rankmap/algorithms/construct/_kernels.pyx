@@ -325,70 +325,108 @@ cdef inline int64_t gcd(int64_t a, int64_t b) noexcept nogil:
     return a
 
 
-def grow_blocks(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,
-                const int64_t[::1] sizes, int64_t[::1] block, int64_t[::1] order):
-    """Blocks 0, 1, ... of ``sizes[b]`` tasks grown one after the other over
-    the whole graph; ``block[t]`` gets the block of every task and
-    ``order`` the tasks in the order they were placed.  What the
-    growing reads of a neighbour (its traffic to the placed tasks and to
-    the block, its degree, whether it is placed) shares one row of
+cdef class BlockGrowth:
+    """Blocks grown one after the other over the whole graph, a run of
+    blocks per call (``grow``): what the growing reads of a task between
+    blocks (its traffic to the placed tasks, its degree, whether it is
+    placed) and where the scan for a new start stands are kept here, so
+    that the blocks of one call can be worked on (split, on another core)
+    while the next call grows, with the result of one call for them all.
+    What the growing reads of a neighbour (its traffic to the placed tasks
+    and to the block, its degree, whether it is placed) shares one row of
     ``state``: with scrambled ids each neighbour is a cache miss, one
     instead of four.  A block starts from the next free task of a fixed
     stride through the ids (a scattered start, whatever the numbering);
     ties among equal gains go in a scrambled order (a task's id times an
     odd constant: in row-major order they grew 1 x 64 strips)."""
-    cdef int64_t n = indptr.shape[0] - 1, t, e, stride, scan = 0, placed = 0, n_touched, x, i, r
-    cdef Py_ssize_t n_heap = 0, b
-    cdef double key
-    cdef uint64_t v
-    cdef vector[double] state = vector[double](4 * n, 0.0)  # to the placed tasks, to the block; degree; placed
-    cdef vector[double] keys = vector[double](1024)  # (-gain, scrambled task) of the free tasks next to the block
-    cdef vector[uint64_t] vals = vector[uint64_t](1024)
-    cdef vector[int64_t] touched = vector[int64_t](n)
-    with nogil:
-        for t in range(n):
-            for e in range(indptr[t], indptr[t + 1]):
-                state[4 * t + 2] += w[e]
-        stride = (<int64_t>(0.6180339887 * n)) | 1  # coprime to n: i * stride % n visits every task once
-        while gcd(stride, n) != 1:
-            stride += 2
-        for b in range(sizes.shape[0]):
-            n_touched = 0
-            for r in range(sizes[b]):
-                t = -1
-                while n_heap:
-                    n_heap = pop(keys.data(), vals.data(), n_heap, &key, &v)
-                    x = <int64_t>(v * UNMIX)
-                    if state[4 * x + 3] == 0.0 and -key == 2.0 * state[4 * x + 1] + state[4 * x] - state[4 * x + 2]:
-                        t = x
-                        break
-                while t < 0:  # nothing free touches the block: a new start
-                    x = scan * stride % n
-                    if state[4 * x + 3] == 0.0:
-                        t = x
-                    scan += 1
-                block[t] = b
-                order[placed] = t
-                placed += 1
-                state[4 * t + 3] = 1.0
+    cdef const int64_t[::1] indptr
+    cdef const int64_t[::1] indices
+    cdef const double[::1] w
+    cdef vector[double] state  # to the placed tasks, to the block; degree; placed
+    cdef vector[double] keys  # (-gain, scrambled task) of the free tasks next to the block
+    cdef vector[uint64_t] vals
+    cdef vector[int64_t] touched
+    cdef int64_t n, stride, scan, placed, blocks
+
+    def __cinit__(self, const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w):
+        cdef int64_t t, e
+        self.indptr, self.indices, self.w = indptr, indices, w
+        self.n = indptr.shape[0] - 1
+        self.state.assign(4 * self.n, 0.0)
+        self.keys.resize(1024)
+        self.vals.resize(1024)
+        self.touched.resize(self.n)
+        self.scan = self.placed = self.blocks = 0
+        with nogil:
+            for t in range(self.n):
                 for e in range(indptr[t], indptr[t + 1]):
-                    x = indices[e]
-                    if state[4 * x + 3] != 0.0:
-                        continue
-                    state[4 * x] += w[e]
-                    if state[4 * x + 1] == 0.0:
-                        touched[n_touched] = x
-                        n_touched += 1
-                    state[4 * x + 1] += w[e]
-                    # the gain: traffic into the block minus traffic to the tasks still free
-                    if n_heap == <Py_ssize_t>keys.size():
-                        keys.resize(2 * keys.size())
-                        vals.resize(2 * vals.size())
-                    n_heap = push(keys.data(), vals.data(), n_heap,
-                                  -(2.0 * state[4 * x + 1] + state[4 * x] - state[4 * x + 2]), <uint64_t>x * MIX)
-            for i in range(n_touched):
-                state[4 * touched[i] + 1] = 0.0
-            n_heap = 0
+                    self.state[4 * t + 2] += w[e]
+            self.stride = (<int64_t>(0.6180339887 * self.n)) | 1  # coprime to n: i * stride % n visits every task
+            while gcd(self.stride, self.n) != 1:
+                self.stride += 2
+
+    def grow(self, const int64_t[::1] sizes, int64_t[::1] block, int64_t[::1] order):
+        """The next blocks, of ``sizes[b]`` tasks (at most the tasks still
+        free): ``block[t]`` gets the block of each of their tasks (numbered
+        on from the last call) and ``order`` the tasks in the order they
+        were placed (from where the last call stopped)."""
+        cdef const int64_t[::1] indptr = self.indptr
+        cdef const int64_t[::1] indices = self.indices
+        cdef const double[::1] w = self.w
+        cdef double* state = self.state.data()
+        cdef int64_t* touched = self.touched.data()
+        cdef int64_t n = self.n, t, e, n_touched, x, i, r
+        cdef Py_ssize_t n_heap = 0, b
+        cdef double key
+        cdef uint64_t v
+        with nogil:
+            for b in range(sizes.shape[0]):
+                n_touched = 0
+                for r in range(sizes[b]):
+                    t = -1
+                    while n_heap:
+                        n_heap = pop(self.keys.data(), self.vals.data(), n_heap, &key, &v)
+                        x = <int64_t>(v * UNMIX)
+                        if state[4 * x + 3] == 0.0 and -key == 2.0 * state[4 * x + 1] + state[4 * x] - state[4 * x + 2]:
+                            t = x
+                            break
+                    while t < 0:  # nothing free touches the block: a new start
+                        x = self.scan * self.stride % n
+                        if state[4 * x + 3] == 0.0:
+                            t = x
+                        self.scan += 1
+                    block[t] = self.blocks
+                    order[self.placed] = t
+                    self.placed += 1
+                    state[4 * t + 3] = 1.0
+                    for e in range(indptr[t], indptr[t + 1]):
+                        x = indices[e]
+                        if state[4 * x + 3] != 0.0:
+                            continue
+                        state[4 * x] += w[e]
+                        if state[4 * x + 1] == 0.0:
+                            touched[n_touched] = x
+                            n_touched += 1
+                        state[4 * x + 1] += w[e]
+                        # the gain: traffic into the block minus traffic to the tasks still free
+                        if n_heap == <Py_ssize_t>self.keys.size():
+                            self.keys.resize(2 * self.keys.size())
+                            self.vals.resize(2 * self.vals.size())
+                        n_heap = push(self.keys.data(), self.vals.data(), n_heap,
+                                      -(2.0 * state[4 * x + 1] + state[4 * x] - state[4 * x + 2]), <uint64_t>x * MIX)
+                for i in range(n_touched):
+                    state[4 * touched[i] + 1] = 0.0
+                n_heap = 0
+                self.blocks += 1
+
+
+def grow_blocks(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,
+                const int64_t[::1] sizes, int64_t[::1] block, int64_t[::1] order):
+    """Blocks 0, 1, ... of ``sizes[b]`` tasks grown one after the other over
+    the whole graph (``BlockGrowth`` in one call); ``block[t]`` gets the
+    block of every task and ``order`` the tasks in the order they were
+    placed."""
+    BlockGrowth(indptr, indices, w).grow(sizes, block, order)
 
 
 # ---------------------------------------------------------------------------

@@ -58,37 +58,93 @@ def split_grown(adj, tasks: np.ndarray, sub_ptr: np.ndarray, sizes: np.ndarray, 
     depend on the count.  A chunk that starts after the ``deadline`` is
     grown without the search (a cut: the splits searched so far kept).
     """
-    from ._kernels import grow
+    runs = _SplitRuns(adj, np.asarray(tasks, dtype=np.int64), sub_ptr, sizes, size_ptr, search_work, deadline)
+    runs.place(0, runs.tasks.size)
+    runs.split(0, runs.sub_ptr.size - 1, threads)
+    return runs.child[runs.tasks]
+
+
+def grow_and_split(adj, sizes, counts: np.ndarray, count_ptr: np.ndarray, threads: int = 1,
+                   search_work: float = 0.0, deadline: Deadline | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``growth_order(adj, sizes)`` and the child index of every task in
+    that order, each block split into children of
+    ``counts[count_ptr[b]:count_ptr[b + 1]]`` tasks as ``split_grown``
+    splits: the same two results as one after the other.  With several
+    ``threads`` the blocks are split on the others while the growing, one
+    thread by nature, goes on: a stretch of blocks grown
+    (``_kernels.BlockGrowth``), then split while the next stretch grows."""
+    from ._kernels import BlockGrowth
 
     n = adj.shape[0]
-    tasks = np.asarray(tasks, dtype=np.int64)
-    sub_ptr, size_ptr = np.asarray(sub_ptr, dtype=np.int64), np.asarray(size_ptr, dtype=np.int64)
     sizes = np.asarray(sizes, dtype=np.int64)
-    at = np.full(n, -1, dtype=np.int64)
-    at[tasks] = np.arange(tasks.size)
-    child = np.full(n, -1, dtype=np.int64)
-    indptr, indices = np.asarray(adj.indptr, dtype=np.int64), np.asarray(adj.indices, dtype=np.int64)
-    w = np.asarray(adj.data, dtype=np.float64)
-    count = sub_ptr.size - 1
-    threads = max(min(int(threads), count), 1)
-    chunks = threads if deadline is None or search_work <= 0 else min(CHUNKS_PER_THREAD * threads, count)
-    cuts = np.linspace(0, count, max(chunks, 1) + 1).astype(np.int64)
-
-    def run(c):
-        a, b = cuts[c], cuts[c + 1]
-        work = 0.0 if deadline is not None and deadline.expired() else float(search_work)
-        grow(indptr, indices, w, tasks, sub_ptr[a:b + 1], sizes, size_ptr[a:b + 1], at, child, work)
-
-    if threads > 1:
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(run, range(cuts.size - 1)))
-    else:
-        for c in range(cuts.size - 1):
-            run(c)
-    return child[tasks]
+    if int(sizes.sum()) != n:
+        raise ValueError(f"block sizes sum to {int(sizes.sum())}, not the {n} tasks")
+    order, block = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    runs = _SplitRuns(adj, order, _offsets(sizes), counts, count_ptr, search_work, deadline)
+    growth = BlockGrowth(runs.indptr, runs.indices, runs.w)
+    helpers = max(int(threads) - 1, 1)
+    cuts = np.linspace(0, sizes.size, min(STRETCHES, sizes.size) + 1).astype(np.int64)
+    with ThreadPoolExecutor(1) as pool:  # the splits, one stretch after the other, beside the growing
+        pending = []
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            growth.grow(sizes[a:b], block, order)
+            runs.place(runs.sub_ptr[a], runs.sub_ptr[b])
+            pending.append(pool.submit(runs.split, a, b, helpers))
+        for done in pending:
+            done.result()
+    return order, runs.child[order]
 
 
+STRETCHES = 64  # stretches of blocks grown before their split starts (the last one's split is not overlapped)
 CHUNKS_PER_THREAD = 16  # chunks of a searched split under a deadline, per thread: the deadline checked between
+
+
+class _SplitRuns:
+    """The kernel's arrays for splitting the sub-problems laid end to end
+    in ``tasks`` (``split_grown``), some runs of them at a time: where each
+    task stands (``at``, set by ``place`` once its sub-problem's tasks are
+    known) and each task's child (``child``), both shared by all runs."""
+
+    def __init__(self, adj, tasks, sub_ptr, sizes, size_ptr, search_work: float, deadline: Deadline | None):
+        n = adj.shape[0]
+        self.indptr = np.asarray(adj.indptr, dtype=np.int64)
+        self.indices = np.asarray(adj.indices, dtype=np.int64)
+        self.w = np.asarray(adj.data, dtype=np.float64)
+        self.tasks = tasks
+        self.sub_ptr, self.size_ptr = np.asarray(sub_ptr, dtype=np.int64), np.asarray(size_ptr, dtype=np.int64)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.search_work, self.deadline = float(search_work), deadline
+        self.at = np.full(n, -1, dtype=np.int64)
+        self.child = np.full(n, -1, dtype=np.int64)
+
+    def place(self, lo: int, hi: int) -> None:
+        """Positions ``lo`` to ``hi`` of ``tasks`` are known."""
+        self.at[self.tasks[lo:hi]] = np.arange(lo, hi)
+
+    def split(self, first: int, last: int, threads: int) -> None:
+        """Sub-problems ``first`` to ``last`` split, in chunks on ``threads``
+        threads (more chunks under a deadline, which is checked between
+        them)."""
+        from ._kernels import grow
+
+        count = last - first
+        threads = max(min(int(threads), count), 1)
+        searched = self.deadline is not None and self.search_work > 0
+        chunks = min(CHUNKS_PER_THREAD * threads, count) if searched else threads
+        cuts = first + np.linspace(0, count, max(chunks, 1) + 1).astype(np.int64)
+
+        def run(c):
+            a, b = cuts[c], cuts[c + 1]
+            work = 0.0 if self.deadline is not None and self.deadline.expired() else self.search_work
+            grow(self.indptr, self.indices, self.w, self.tasks, self.sub_ptr[a:b + 1], self.sizes,
+                 self.size_ptr[a:b + 1], self.at, self.child, work)
+
+        if threads > 1:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(run, range(cuts.size - 1)))
+        else:
+            for c in range(cuts.size - 1):
+                run(c)
 
 
 def _offsets(counts) -> np.ndarray:

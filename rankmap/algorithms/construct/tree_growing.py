@@ -15,7 +15,7 @@ import numpy as np
 from ...cores import default_workers
 from ...deadline import Deadline
 from ..registry import register
-from .growing import growth_order, split_grown
+from .growing import grow_and_split, growth_order, split_grown
 from .multisection import (GROWN_SEARCH_WORK, grow_seconds, grown_seconds, search_work_allowed,
                            splitting_nodes, task_counts)
 
@@ -30,7 +30,8 @@ def grow(graph, topology, *, eps=None, deadline=None, **_):
     (``growth_order``), each block grown into the subtree's children and
     the split searched (``growing.split_grown``, where the ``deadline``
     allows its price; the search as far as the time left pays for, up to
-    GROWN_SEARCH_WORK), and the tasks of each child on its PEs in the order
+    GROWN_SEARCH_WORK; with several cores beside the growing, whose one
+    core leaves the others idle: ``growing.grow_and_split``), and the tasks of each child on its PEs in the order
     they were grown, so tasks placed one after the other, mostly
     neighbours, share the lower levels (PEs in the tree's leaf order).
     Growing cannot be cut: where the deadline does not allow its price,
@@ -47,15 +48,24 @@ def grow(graph, topology, *, eps=None, deadline=None, **_):
     if children.size == 0:  # a single PE
         return np.zeros(n, dtype=np.int64)
     sizes = task_counts(n, topology.leaf_stop[children] - topology.leaf_start[children])
-    order = growth_order(graph.symmetric, sizes)
-    threads = default_workers()
-    # where the tree splits below the top level: each subtree's children (a PE child: itself)
-    if np.any(np.diff(topology.child_ptr)[children] > 0) and deadline.allows(grown_seconds(n, 0.0, threads)):
+    sym, threads = graph.symmetric, default_workers()
+    # where the tree splits below the top level: each subtree's children (a PE child: itself), split on
+    # the other cores while the growing goes on (its time the growing's), else after it
+    helpers = threads - 1 if threads > 1 else threads
+    split = np.any(np.diff(topology.child_ptr)[children] > 0) and deadline.allows(grown_seconds(n, 0.0, helpers))
+    if split:
         kids, kid_ptr = _children_below(topology, children)
         counts = _counts_below(sizes, topology.leaf_stop[kids] - topology.leaf_start[kids], kid_ptr)
-        work = search_work_allowed(n, GROWN_SEARCH_WORK, threads, deadline)
-        child = split_grown(graph.symmetric, order, np.concatenate([[0], np.cumsum(sizes)]), counts, kid_ptr,
-                            threads, work, deadline)
+    if split and threads > 1:
+        work = search_work_allowed(n, GROWN_SEARCH_WORK, helpers, deadline)
+        order, child = grow_and_split(sym, sizes, counts, kid_ptr, threads, work, deadline)
+    else:
+        order = growth_order(sym, sizes)
+        if split:
+            work = search_work_allowed(n, GROWN_SEARCH_WORK, threads, deadline)
+            child = split_grown(sym, order, np.concatenate([[0], np.cumsum(sizes)]), counts, kid_ptr, threads,
+                                work, deadline)
+    if split:
         part = np.repeat(kid_ptr[:-1], sizes) + child  # every task's child, in the order of growth
         order = order[np.argsort(part, kind="stable")]  # by the subtrees' children, each in the order of growth
         children, sizes = kids, counts
