@@ -365,14 +365,16 @@ def test_grown_blocks_pack_a_scrambled_stencil():
 
 
 def test_blocks_split_beside_the_growing_are_those_split_after_it(monkeypatch):
-    """``grow_and_split``: the order of growth and every block's split, on
-    any count of threads and stretches, are ``growth_order``'s and
-    ``split_grown``'s one after the other."""
+    """``grow_and_split``: the order of growth (block after block, as
+    ``grow_blocks`` grows them) and every block's split, on any count of
+    threads and stretches, are the growing's and ``split_grown``'s one
+    after the other."""
     from rankmap.algorithms.construct import growing
 
     g = grid_graph(32, 32).subgraph(np.random.default_rng(1).permutation(1024))
     sizes, counts, ptr = np.full(16, 64), np.full(256, 4), np.arange(0, 257, 16)
-    order = growing.growth_order(g.symmetric, sizes)
+    order, none = growing.grow_and_split(g.symmetric, sizes)
+    assert none is None and np.array_equal(growing.grow_blocks(g.symmetric, sizes)[order], np.repeat(np.arange(16), 64))
     child = growing.split_grown(g.symmetric, order, np.arange(0, 1025, 64), counts, ptr, 1, 50.0)
     assert not np.array_equal(child, growing.split_grown(g.symmetric, order, np.arange(0, 1025, 64), counts, ptr))
     for stretches in (1, 5, 64):
@@ -382,15 +384,48 @@ def test_blocks_split_beside_the_growing_are_those_split_after_it(monkeypatch):
             assert np.array_equal(got_order, order) and np.array_equal(got_child, child)
 
 
+def test_the_growing_stops_at_the_deadline_and_the_rest_follows_in_the_given_order(monkeypatch):
+    """Once the deadline has passed (checked between stretches) the tasks
+    not grown follow in their given order, each remaining block cut into
+    its children in that order; the blocks grown before are kept."""
+    from rankmap.algorithms.construct import growing
+    from rankmap.deadline import Deadline
+
+    class AfterChecks(Deadline):  # passes at its third check
+        def __init__(self):
+            super().__init__(600.0)
+            self.checks = 0
+
+        def expired(self):
+            self.checks += 1
+            self.hit = self.hit or self.checks >= 3
+            return self.checks >= 3
+
+    g = grid_graph(32, 32).subgraph(np.random.default_rng(1).permutation(1024))
+    sizes, counts, ptr = np.full(16, 64), np.full(256, 4), np.arange(0, 257, 16)
+    monkeypatch.setattr(growing, "STRETCHES", 4)  # stretches of 4 blocks: 2 grown before the deadline
+    whole, _ = growing.grow_and_split(g.symmetric, sizes)
+    deadline = AfterChecks()
+    order, _ = growing.grow_and_split(g.symmetric, sizes, deadline=deadline)
+    rest = np.setdiff1d(np.arange(1024), whole[:512])
+    assert deadline.hit and np.array_equal(order[:512], whole[:512]) and np.array_equal(order[512:], rest)
+    deadline = AfterChecks()
+    order, child = growing.grow_and_split(g.symmetric, sizes, counts, ptr, 1, 0.0, deadline)
+    assert np.array_equal(order[512:], rest) and np.array_equal(child[512:], np.arange(512) % 64 // 4)
+    assert np.array_equal(child[:512], growing.split_grown(g.symmetric, whole[:512], np.arange(0, 513, 64),
+                                                           counts[:128], ptr[:9]))
+
+
 def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypatch):
     """``grow``: the top level's subtrees get the grown blocks (the same
     blocks as ``grow_blocks``), each block is grown into its subtree's
     children and the split searched (``grow_split`` with GROWN_SEARCH_WORK)
     and their PEs take the tasks in the order of growth; where the deadline
     cannot afford the search, the grown split as far as it pays for; where
-    it cannot afford the split, the whole block in the order of growth; fewer tasks than PEs are shared out over the
-    subtrees by their PEs; more tasks than PEs are refused; a deadline that cannot afford
-    the growing gets the given order."""
+    it cannot afford the split, the whole block in the order of growth;
+    fewer tasks than PEs are shared out over the subtrees by their PEs;
+    more tasks than PEs are refused; a deadline already past gets the given
+    order."""
     from rankmap.algorithms.construct import growing, multisection as ms, tree_growing
     from rankmap.deadline import Deadline
 
@@ -399,7 +434,7 @@ def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypat
     pe = map_tasks(g, topo, method="grow").pe_of_task
     assert sorted(pe.tolist()) == list(range(1024))
     assert np.array_equal(pe // 64, growing.grow_blocks(g.symmetric, np.full(16, 64)))
-    order = growing.growth_order(g.symmetric, np.full(16, 64))
+    order, _ = growing.grow_and_split(g.symmetric, np.full(16, 64))
     groups = growing.grow_split(g.symmetric, np.split(order, 16), [np.full(16, 4)] * 16,
                                 search_work=ms.GROWN_SEARCH_WORK)
     assert np.array_equal(pe[order] % 64 // 4, np.concatenate(groups))
@@ -427,8 +462,7 @@ def test_growing_along_the_tree_places_each_grown_block_on_one_subtree(monkeypat
                                                          ms.task_counts(1024, np.full(20, 64)))
     with pytest.raises(ValueError, match="one task per PE"):
         map_tasks(g, hierarchy_topology([4, 16, 8], [1, 10, 100]), method="grow")
-    monkeypatch.setattr(ms, "_PER_GROWN_ENTRY", 1e6)
-    deadline = Deadline(600.0)
+    deadline = Deadline(0.0)
     assert np.array_equal(tree_growing.grow(g, topo, deadline=deadline), np.arange(1024)) and deadline.hit
 
 

@@ -64,35 +64,57 @@ def split_grown(adj, tasks: np.ndarray, sub_ptr: np.ndarray, sizes: np.ndarray, 
     return runs.child[runs.tasks]
 
 
-def grow_and_split(adj, sizes, counts: np.ndarray, count_ptr: np.ndarray, threads: int = 1,
-                   search_work: float = 0.0, deadline: Deadline | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``growth_order(adj, sizes)`` and the child index of every task in
-    that order, each block split into children of
-    ``counts[count_ptr[b]:count_ptr[b + 1]]`` tasks as ``split_grown``
-    splits: the same two results as one after the other.  With several
-    ``threads`` the blocks are split on the others while the growing, one
-    thread by nature, goes on: a stretch of blocks grown
-    (``_kernels.BlockGrowth``), then split while the next stretch grows."""
+def grow_and_split(adj, sizes, counts: np.ndarray | None = None, count_ptr: np.ndarray | None = None,
+                   threads: int = 1, search_work: float = 0.0,
+                   deadline: Deadline | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The tasks in the order ``grow_blocks`` grows them (block after block,
+    each task next to those placed just before it) and, where ``counts``
+    are given, the child index of every task in that order, each block
+    split into children of ``counts[count_ptr[b]:count_ptr[b + 1]]`` tasks
+    as ``split_grown`` splits: the same results as one after the other.
+    The blocks are grown in stretches (``_kernels.BlockGrowth``); with
+    several ``threads`` each stretch is split on the others while the next
+    grows (the growing takes one thread by nature).  The ``deadline`` is
+    checked between stretches: once it has passed, the tasks not grown
+    follow in their given order, each block's cut into its children in
+    that order (a cut: the blocks grown so far kept)."""
     from ._kernels import BlockGrowth
 
-    n = adj.shape[0]
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if int(sizes.sum()) != n:
-        raise ValueError(f"block sizes sum to {int(sizes.sum())}, not the {n} tasks")
-    order, block = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    runs = _SplitRuns(adj, order, _offsets(sizes), counts, count_ptr, search_work, deadline)
-    growth = BlockGrowth(runs.indptr, runs.indices, runs.w)
+    n, sizes = adj.shape[0], _block_sizes(adj, sizes)
+    order, block = np.empty(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    sub_ptr = _offsets(sizes)
+    runs = None if counts is None else _SplitRuns(adj, order, sub_ptr, counts, count_ptr, search_work, deadline)
+    growth = BlockGrowth(np.asarray(adj.indptr, dtype=np.int64), np.asarray(adj.indices, dtype=np.int64),
+                         np.asarray(adj.data, dtype=np.float64))
     helpers = max(int(threads) - 1, 1)
     cuts = np.linspace(0, sizes.size, min(STRETCHES, sizes.size) + 1).astype(np.int64)
     with ThreadPoolExecutor(1) as pool:  # the splits, one stretch after the other, beside the growing
         pending = []
         for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            if deadline is not None and deadline.expired():
+                _in_given_order(order, block, sub_ptr[a], runs)
+                break
             growth.grow(sizes[a:b], block, order)
-            runs.place(runs.sub_ptr[a], runs.sub_ptr[b])
-            pending.append(pool.submit(runs.split, a, b, helpers))
+            if runs is not None:
+                runs.place(sub_ptr[a], sub_ptr[b])
+                pending.append(pool.submit(runs.split, a, b, helpers))
         for done in pending:
             done.result()
-    return order, runs.child[order]
+    return order, None if runs is None else runs.child[order]
+
+
+def _in_given_order(order: np.ndarray, block: np.ndarray, start: int, runs) -> None:
+    """The tasks not grown (``block`` -1) from position ``start`` of
+    ``order`` on, in their given order, and (``runs``) each block's
+    children filled in that order."""
+    rest = np.flatnonzero(block < 0)
+    order[start:] = rest
+    if runs is None:
+        return
+    position = np.arange(start, order.size)
+    first_child = np.searchsorted(np.cumsum(runs.sizes), position, side="right")  # children laid end to end
+    owner = np.searchsorted(runs.sub_ptr, position, side="right") - 1
+    runs.child[rest] = first_child - runs.size_ptr[owner]
 
 
 STRETCHES = 64  # stretches of blocks grown before their split starts (the last one's split is not overlapped)
@@ -135,7 +157,7 @@ class _SplitRuns:
 
         def run(c):
             a, b = cuts[c], cuts[c + 1]
-            work = 0.0 if self.deadline is not None and self.deadline.expired() else self.search_work
+            work = 0.0 if searched and self.deadline.expired() else self.search_work
             grow(self.indptr, self.indices, self.w, self.tasks, self.sub_ptr[a:b + 1], self.sizes,
                  self.size_ptr[a:b + 1], self.at, self.child, work)
 
@@ -145,6 +167,14 @@ class _SplitRuns:
         else:
             for c in range(cuts.size - 1):
                 run(c)
+
+
+def _block_sizes(adj, sizes) -> np.ndarray:
+    """``sizes`` as int64, checked to sum to the task count."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if int(sizes.sum()) != adj.shape[0]:
+        raise ValueError(f"block sizes sum to {int(sizes.sum())}, not the {adj.shape[0]} tasks")
+    return sizes
 
 
 def _offsets(counts) -> np.ndarray:
@@ -165,25 +195,10 @@ def grow_blocks(adj, sizes) -> np.ndarray:
     16384 blocks of 64 it took 0.7 s, its cut 1.4 x the regular tiling's
     (KaMinPar's 1.2 x, the given order's 8 x; starting each block where the
     blocks before enclose most, 1.7 x, and on a 3-D stencil 1.3 x this)."""
-    return _grown(adj, sizes)[0]
-
-
-def growth_order(adj, sizes) -> np.ndarray:
-    """The tasks of ``adj`` in the order ``grow_blocks`` places them: block
-    after block, and inside a block each task next to those placed just
-    before it."""
-    return _grown(adj, sizes)[1]
-
-
-def _grown(adj, sizes) -> tuple[np.ndarray, np.ndarray]:
-    n = adj.shape[0]
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if int(sizes.sum()) != n:
-        raise ValueError(f"block sizes sum to {int(sizes.sum())}, not the {n} tasks")
+    n, sizes = adj.shape[0], _block_sizes(adj, sizes)
     from ._kernels import grow_blocks as grow
 
     block = np.full(n, -1, dtype=np.int64)
-    order = np.empty(n, dtype=np.int64)
     grow(np.asarray(adj.indptr, dtype=np.int64), np.asarray(adj.indices, dtype=np.int64),
-         np.asarray(adj.data, dtype=np.float64), sizes, block, order)
-    return block, order
+         np.asarray(adj.data, dtype=np.float64), sizes, block, np.empty(n, dtype=np.int64))
+    return block

@@ -3,7 +3,7 @@
 For instances too large for any partitioner in the time given (2^24 tasks:
 KaMinPar's top cut alone took 389 s on one core), compiled passes: the
 blocks of the top level's subtrees grown one after the other over the
-whole graph (``growing.growth_order``), each block grown into its
+whole graph (``growing.grow_and_split``), each block grown into its
 subtree's children and the split searched where the time allows
 (``growing.split_grown``), and the PEs taken in the order the tasks were grown.
 """
@@ -15,9 +15,8 @@ import numpy as np
 from ...cores import default_workers
 from ...deadline import Deadline
 from ..registry import register
-from .growing import grow_and_split, growth_order, split_grown
-from .multisection import (GROWN_SEARCH_WORK, grow_seconds, grown_seconds, search_work_allowed,
-                           splitting_nodes, task_counts)
+from .growing import grow_and_split, split_grown
+from .multisection import GROWN_SEARCH_WORK, grown_seconds, search_work_allowed, splitting_nodes, task_counts
 
 
 @register("grow", "greedy graph growing along the tree, one task per PE: the top level's subtrees "
@@ -26,41 +25,39 @@ from .multisection import (GROWN_SEARCH_WORK, grow_seconds, grown_seconds, searc
                   "compiled O(m log m) passes for the largest instances")
 def grow(graph, topology, *, eps=None, deadline=None, **_):
     """The construction for instances too large for any partitioner in the
-    time given: blocks for the subtrees of the first splitting node
-    (``growth_order``), each block grown into the subtree's children and
-    the split searched (``growing.split_grown``, where the ``deadline``
-    allows its price; the search as far as the time left pays for, up to
-    GROWN_SEARCH_WORK; with several cores beside the growing, whose one
-    core leaves the others idle: ``growing.grow_and_split``), and the tasks of each child on its PEs in the order
-    they were grown, so tasks placed one after the other, mostly
-    neighbours, share the lower levels (PEs in the tree's leaf order).
-    Growing cannot be cut: where the deadline does not allow its price,
-    the given order is returned."""
+    time given: blocks for the subtrees of the first splitting node grown
+    one after the other, each block grown into the subtree's children and
+    the split searched as far as the ``deadline`` pays, up to
+    GROWN_SEARCH_WORK (``growing.grow_and_split``: with several cores
+    beside the growing, which takes one; else after it,
+    ``growing.split_grown``, where the deadline allows its price), and the
+    tasks of each child on its PEs in the order they were grown, so tasks
+    placed one after the other, mostly neighbours, share the lower levels
+    (PEs in the tree's leaf order).  The growing stops where the deadline
+    passes: the tasks not grown by then follow in their given order."""
     n, k = graph.n, topology.n_pes
     if n > k:
         raise ValueError(f"method grow places one task per PE: {n} tasks onto {k} PEs "
                          "(use multisection or auto for several tasks per PE)")
     deadline = Deadline.of(deadline)
-    nnz = graph.symmetric.nnz
-    if not deadline.allows(grow_seconds(n, nnz)):
+    if deadline.expired():
         return np.arange(n, dtype=np.int64)
     children = topology.children(topology.splitting_node())
     if children.size == 0:  # a single PE
         return np.zeros(n, dtype=np.int64)
     sizes = task_counts(n, topology.leaf_stop[children] - topology.leaf_start[children])
     sym, threads = graph.symmetric, default_workers()
-    # where the tree splits below the top level: each subtree's children (a PE child: itself), split on
-    # the other cores while the growing goes on (its time the growing's), else after it
-    helpers = threads - 1 if threads > 1 else threads
-    split = np.any(np.diff(topology.child_ptr)[children] > 0) and deadline.allows(grown_seconds(n, 0.0, helpers))
-    if split:
+    below = bool(np.any(np.diff(topology.child_ptr)[children] > 0))  # the tree splits below the top level
+    if below:  # each subtree's children (a PE child: itself)
         kids, kid_ptr = _children_below(topology, children)
         counts = _counts_below(sizes, topology.leaf_stop[kids] - topology.leaf_start[kids], kid_ptr)
-    if split and threads > 1:
-        work = search_work_allowed(n, GROWN_SEARCH_WORK, helpers, deadline)
+    split = below and threads > 1 and deadline.allows(grown_seconds(n, 0.0, threads - 1))
+    if split:  # on the other cores while the growing goes on: its time the growing's
+        work = search_work_allowed(n, GROWN_SEARCH_WORK, threads - 1, deadline)
         order, child = grow_and_split(sym, sizes, counts, kid_ptr, threads, work, deadline)
     else:
-        order = growth_order(sym, sizes)
+        order, _ = grow_and_split(sym, sizes, deadline=deadline)
+        split = below and deadline.allows(grown_seconds(n, 0.0, threads))
         if split:
             work = search_work_allowed(n, GROWN_SEARCH_WORK, threads, deadline)
             child = split_grown(sym, order, np.concatenate([[0], np.cumsum(sizes)]), counts, kid_ptr, threads,
