@@ -20,6 +20,11 @@ threads in chunks (the kernel releases the GIL).  Each grown split can
 then be improved by an iterated local search of swaps
 (``_kernels.improve_split``), within a work bound per task.  The loops
 are compiled (``_kernels.grow``, ``_kernels.grow_blocks``).
+
+Blocks grown over the whole graph (``grow_blocks``, the top cut a deadline
+refused and ``tree_growing``'s construction) grow one after the other, on
+one core by nature; ``grow_and_split`` grows them in stretches and splits
+each stretch on the other cores while the next grows.
 """
 
 from __future__ import annotations
