@@ -12,6 +12,9 @@ links' loads and the PEs' bytes follow from these O(n_pes x depth) sums
 (``cost._uniform_breakdown``).  The numpy path makes a dozen arrays of m
 entries and scatters over them.
 
+``rows_canonical``: whether a reader's rows can be the graph's arrays as
+they are, and their total, in one pass (threads over slices of rows).
+
 ``rows_symmetric``: the symmetry check of a large graph.  Each pair (u, v)
 with u < v looks up u in row v (rows are sorted: a binary search) and the
 pairs below the diagonal are only counted, so the pass reads half the
@@ -35,6 +38,8 @@ from libcpp.vector cimport vector
 import numpy as np
 
 from rankmap._heap cimport pop, push
+
+cdef double INF = float("inf")
 
 
 def uniform_pass(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,
@@ -163,6 +168,30 @@ def rows_symmetric(const int64_t[::1] indptr, const int64_t[::1] indices, const 
     if not ok:
         return False, 0
     return True, above - below
+
+
+def rows_canonical(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w, int64_t n,
+                   int64_t first, int64_t last):
+    """Whether the rows ``first`` <= u < ``last`` can be a graph's CSR as
+    they are (destinations strictly increasing, in 0 .. n - 1, none u
+    itself; bytes finite and above 0), and the sum of their bytes: the
+    reader's rows checked in one pass, where numpy made an array of row ids
+    and three of comparisons."""
+    cdef int64_t u, e, prev
+    cdef double total = 0.0
+    cdef bint ok = True
+    with nogil:
+        for u in range(first, last):
+            prev = -1
+            for e in range(indptr[u], indptr[u + 1]):
+                if indices[e] <= prev or indices[e] >= n or indices[e] == u or not (0.0 < w[e] < INF):
+                    ok = False
+                    break
+                prev = indices[e]
+                total += w[e]
+            if not ok:
+                break
+    return ok, total
 
 
 def fair_rates(const int64_t[:, :] links, const int64_t[::1] active, const double[::1] capacity):

@@ -42,7 +42,7 @@ class CommGraph:
     def __init__(self, bytes_matrix, messages=None, vertex_weights=None, name: str = ""):
         if isinstance(bytes_matrix, _Rows) and bytes_matrix.canonical():  # a reader's rows: kept as they are
             n = bytes_matrix.n
-            _check_values(bytes_matrix.data, "byte counts")
+            _check_total(bytes_matrix.total, "byte counts")
             self._b, self.self_bytes = (bytes_matrix.indptr, bytes_matrix.indices, bytes_matrix.data), 0.0
         else:
             row, col, val, n = _triples(bytes_matrix, "communication matrix")
@@ -87,8 +87,8 @@ class CommGraph:
         kept without a copy or a sort when every row is canonical (strictly
         increasing destinations, no diagonal, no zero bytes), else summed
         and sorted as ``from_edges`` does."""
-        return cls(_Rows(np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64),
-                         np.asarray(nbytes, dtype=np.float64)), None, vertex_weights, name)
+        return cls(_Rows(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int64),
+                         np.ascontiguousarray(nbytes, dtype=np.float64)), None, vertex_weights, name)
 
     @classmethod
     def from_dense(cls, matrix, messages=None, name: str = "") -> "CommGraph":
@@ -264,31 +264,27 @@ class _Rows:
     """CSR rows in order (``from_rows``): ``canonical`` says whether they
     can be the graph's arrays as they are."""
 
-    __slots__ = ("indptr", "indices", "data", "n")
+    __slots__ = ("indptr", "indices", "data", "n", "total")
 
     def __init__(self, indptr, indices, data, n: int | None = None):
         self.indptr, self.indices, self.data = indptr, indices, data
+        self.total = None  # the bytes' sum, once ``canonical`` has read them
         self.n = indptr.size - 1 if n is None else n
         if indices.shape != data.shape or indptr[-1] != indices.size:
             raise ValueError("rows: indptr, indices and bytes do not match")
 
     def canonical(self) -> bool:
         """Strictly increasing destinations in every row, in range, none on
-        the diagonal, no zero or negative bytes: checked in slices of rows,
-        memory O(n) beside the rows themselves."""
-        indptr, indices, n = self.indptr, self.indices, self.n
-        if indices.size == 0:
-            return True
-        if indices.min() < 0 or indices.max() >= n or not bool((self.data > 0).all()):
-            return False
-        step = max(1, (1 << 22) * n // indices.size)  # about 4M entries per slice
-        for lo in range(0, n, step):
-            hi = min(lo + step, n)
-            cols = indices[indptr[lo]:indptr[hi]]
-            rows = np.repeat(np.arange(lo, hi), np.diff(indptr[lo:hi + 1]))
-            if (cols == rows).any() or not bool(((cols[1:] > cols[:-1]) | (rows[1:] != rows[:-1])).all()):
-                return False
-        return True
+        the diagonal, bytes finite and above zero: one compiled pass over
+        slices of rows on threads (``_kernels.rows_canonical``), which also
+        sums the bytes (``total``)."""
+        from ._kernels import rows_canonical
+        from .cores import on_threads, row_slices
+
+        indptr, indices, data, n = self.indptr, self.indices, self.data, self.n
+        found = on_threads(lambda lo, hi: rows_canonical(indptr, indices, data, n, lo, hi), row_slices(indptr))
+        self.total = sum(total for _, total in found)
+        return all(ok for ok, _ in found)
 
 
 def row_edges(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -343,7 +339,11 @@ def _check_values(val, what: str) -> None:
     if val.size and not np.all(np.isfinite(val)):
         raise GraphError(f"{what} must be finite numbers, not {val[~np.isfinite(val)][0]!r}")
     with np.errstate(over="ignore"):
-        total = float(np.abs(val).sum())
+        _check_total(float(np.abs(val).sum()), what)
+
+
+def _check_total(total: float, what: str) -> None:
+    """Refuse counts whose (absolute) sum ``total`` passes ``MAX_TOTAL``."""
     if not total <= MAX_TOTAL:
         amount = "past the float range" if total == np.inf else f"to {total:.4g}"
         raise GraphError(f"{what} sum {amount}, more than the {MAX_TOTAL:.0e} rankmap handles "

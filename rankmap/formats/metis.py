@@ -147,7 +147,8 @@ def _read_scanned(path: str) -> CommGraph | None:
         w = vals[body & ((column - lead) % step == 1)].astype(np.float64) if has_ew else None
         del column, body
     else:
-        vweights, nb, w = np.ones(n), vals - 1, None
+        vals -= 1  # in place: the scan's array becomes the neighbour ids (no second copy of m)
+        vweights, nb, w = np.ones(n), vals, None
     del vals, scan
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(degree, out=indptr[1:])
