@@ -125,6 +125,15 @@ class _Blocks:
         return out
 
 
+def _unset(n: int, value) -> np.ndarray:
+    """``n`` times ``value`` (-1, NaN, None: "not given"), read-only and
+    without memory of its own (a broadcast of one value): a machine built
+    from a hierarchy string gives no OS index, link row, device, bandwidth
+    or latency per node, and at 2^22 PEs each such array is 34-42 MB to
+    write first."""
+    return np.broadcast_to(np.asarray(value, dtype=object if value is None else None), (n,))
+
+
 class Topology:
     """Frozen machine tree with vectorised queries.
 
@@ -257,11 +266,11 @@ class Topology:
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
         out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
         extras = _LeafExtras()
-        extras.rows, extras.cpus = np.full(n_pes, -1, dtype=np.int64), [None] * n_pes
-        extras.devices = np.empty(n_pes, dtype=object)  # None everywhere
+        extras.rows, extras.cpus = _unset(n_pes, -1), [None] * n_pes
+        extras.devices = _unset(n_pes, None)
         out._init_extras(extras)
-        out.node_uplink = np.full(n_nodes, np.nan)  # no bandwidths given: link_bandwidths derives them
-        out.node_latency = np.full(n_nodes, np.nan)  # ... nor latencies: message_costs' defaults
+        out.node_uplink = _unset(n_nodes, np.nan)  # no bandwidths given: link_bandwidths derives them
+        out.node_latency = _unset(n_nodes, np.nan)  # ... nor latencies: message_costs' defaults
         return out
 
     # ------------------------------------------------------------------ build
@@ -278,7 +287,7 @@ class Topology:
         if self.n_pes == 0:
             raise ValueError("a topology needs at least one PE")
         self.child_ptr, self.child_idx = child_ptr, child_idx
-        self.pe_os_index = np.full(self.n_pes, -1, dtype=np.int64) if os_index is None else os_index[leaves]
+        self.pe_os_index = _unset(self.n_pes, -1) if os_index is None else os_index[leaves]
         self.max_depth = int(depth.max())
         # PE range below every node (leaves are numbered in preorder), unless the caller knows it
         self.leaf_start, self.leaf_stop = ranges if ranges is not None else self._leaf_ranges()
@@ -358,10 +367,11 @@ class Topology:
         self.pe_cpus = extras.cpus
         self.node_links = extras.links
         self._blocks = None
-        self.pe_link_node = np.full(self.n_pes, -1, dtype=np.int64)  # the node whose links hold PE p
         self.pe_link_row = np.asarray(extras.rows, dtype=np.int64)  # the row its leaf names, or -1
         if not extras.links:
+            self.pe_link_node = _unset(self.n_pes, -1)  # the node whose links hold PE p: none
             return
+        self.pe_link_node = np.full(self.n_pes, -1, dtype=np.int64)
         rows = self.pe_link_row
         block = np.full(self.n_pes, -1, dtype=np.int64)
         egress = np.zeros(self.n_pes)
