@@ -308,8 +308,8 @@ class _Search:
             pairs = pair[links == link]
         share = np.bincount(np.concatenate([pr.src[pairs], pr.dst[pairs]]),
                             weights=np.tile(pr.w[pairs], 2), minlength=pe.size)
-        order = np.argsort(-share, kind="stable")
-        return order[share[order] > 0][:TASKS_PER_LINK]
+        some = np.flatnonzero(share > 0)  # the few tasks on the link: sorted, not all tasks
+        return some[np.argsort(-share[some], kind="stable")[:TASKS_PER_LINK]]
 
     def best_swap(self, us, link: int, tol: float):
         """The best improving swap of one of the tasks ``us`` (leximin) that
@@ -341,8 +341,8 @@ class _Search:
             if top <= 0:
                 return
             tol = REL_TOL * top
-            links = np.argsort(-times, kind="stable")[:TOP_LINKS]
-            links = links[times[links] >= top - tol]
+            links = np.flatnonzero(times >= top - tol)  # the busiest links: sorted, not all links
+            links = links[np.argsort(-times[links], kind="stable")[:TOP_LINKS]]
             move = self._first_move(links, tol)
             if move is None:
                 return
