@@ -242,26 +242,28 @@ class Topology:
         child_idx = np.empty(int(counts.sum()), dtype=np.int64)
         for d in range(levels):
             child_idx[(child_ptr[by_depth[d]][:, None] + np.arange(arities[d])).ravel()] = by_depth[d + 1]
-        node_kind = np.empty(n_nodes, dtype=object)
-        for d, ids in enumerate(by_depth):
-            node_kind[ids] = kinds[d]
+        node_kind = [kinds[levels]]  # in preorder: a subtree's kinds are its root's, then its children's
+        for d in range(levels - 1, -1, -1):
+            node_kind = [kinds[d]] + node_kind * arities[d]
         leaves = by_depth[-1]
         start, stop = np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes, dtype=np.int64)
         for d, ids in enumerate(by_depth):  # group g of depth d: PEs g * s ... (g + 1) * s - 1
             per = n_pes // int(width[d])
             start[ids] = np.arange(ids.size, dtype=np.int64) * per
             stop[ids] = start[ids] + per
-        names = np.empty(n_nodes, dtype=object)  # None everywhere
+        names = [None] * n_nodes
         named = by_depth[1] if levels >= 2 else by_depth[0]
         if host_names is not None:
-            names[named] = np.asarray(list(host_names), dtype=object)
-            pe_host = names[named][np.arange(n_pes) // (n_pes // named.size)]
+            hosts = list(host_names)
+            for node, host in zip(named.tolist(), hosts):
+                names[node] = host
+            pe_host = np.asarray(hosts, dtype=object)[np.arange(n_pes) // (n_pes // named.size)]
         else:
             pe_host = np.empty(n_pes, dtype=object)
             pe_host[:] = "localhost"  # one string shared (np.full would make one per PE: 0.8 s at 2^22)
         out = cls.__new__(cls)
-        out._init_arrays(parent, distance, depth, node_kind.tolist(), names.tolist(), None, leaves, child_ptr,
-                         child_idx, pe_host=pe_host, ranges=(start, stop))
+        out._init_arrays(parent, distance, depth, node_kind, names, None, leaves, child_ptr, child_idx,
+                         pe_host=pe_host, ranges=(start, stop))
         # PEs per group and the distance within it, depth by depth from the root (``_uniform_distance``)
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
         out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
