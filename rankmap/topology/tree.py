@@ -267,6 +267,7 @@ class Topology:
         # PEs per group and the distance within it, depth by depth from the root (``_uniform_distance``)
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
         out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
+        out._level_ids = by_depth  # each depth's nodes in group order, as built
         extras = _LeafExtras()
         extras.rows, extras.cpus = _unset(n_pes, -1), [None] * n_pes
         extras.devices = _unset(n_pes, None)
@@ -445,12 +446,10 @@ class Topology:
         return out
 
     def level_node_ids(self) -> list[np.ndarray]:
-        """On a uniform hierarchy (``uniform``): the node ids of every
-        depth, root first, in group order (group g of depth d holds PEs
-        g * s_d ... (g + 1) * s_d - 1), the leaves last; computed once."""
-        if self._level_ids is None:
-            self._level_ids = [np.flatnonzero(self.node_depth == d) for d in range(len(self._levels[0]))] \
-                + [self.leaf_of_pe]
+        """On a uniform hierarchy (``uniform``, which keeps them as it builds
+        the tree): the node ids of every depth, root first, in group order
+        (group g of depth d holds PEs g * s_d ... (g + 1) * s_d - 1), the
+        leaves last."""
         return self._level_ids
 
     def distance(self, p, q) -> np.ndarray:
