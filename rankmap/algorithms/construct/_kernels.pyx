@@ -327,11 +327,9 @@ cdef inline int64_t gcd(int64_t a, int64_t b) noexcept nogil:
 
 cdef class BlockGrowth:
     """Blocks grown one after the other over the whole graph, a run of
-    blocks per call (``grow``): what the growing reads of a task between
-    blocks (its traffic to the placed tasks, its degree, whether it is
-    placed) and where the scan for a new start stands are kept here, so
-    that the blocks of one call can be worked on (split, on another core)
-    while the next call grows, with the result of one call for them all.
+    blocks per call (``grow``): the growing's state is kept between calls,
+    so that one call's blocks can be split on another core while the next
+    call grows, and any runs give what one call for all the blocks gives.
     What the growing reads of a neighbour (its traffic to the placed tasks
     and to the block, its degree, whether it is placed) shares one row of
     ``state``: with scrambled ids each neighbour is a cache miss, one
