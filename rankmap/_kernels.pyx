@@ -15,11 +15,14 @@ entries and scatters over them.
 ``rows_canonical``: whether a reader's rows can be the graph's arrays as
 they are, and their total, in one pass (threads over slices of rows).
 
-``rows_symmetric``: the symmetry check of a large graph.  Each pair (u, v)
-with u < v looks up u in row v (rows are sorted: a binary search) and the
-pairs below the diagonal are only counted, so the pass reads half the
-entries at random and writes nothing (transposing scatters all m entries
-into new arrays); slices of rows run on threads (``cores.row_slices``).
+``mirror_hash``: the symmetry check of a graph.  Each pair (u, v, w) adds
+a hash of (min(u, v), max(u, v), w) when u < v and subtracts it when
+u > v, modulo 2^64: a symmetric graph sums to exactly 0, since every term
+meets its mirror's, and a graph with a pair unmirrored sums to 0 only by a
+chance of about 2^-64.  The pass reads the rows in order (looking up each
+pair's mirror reads them at random: one cache miss per pair, and
+transposing scatters all m entries into new arrays); slices of rows run on
+threads (``cores.row_slices``).
 
 ``fair_rates``: max-min fair rates of the replay's flows, recomputed at
 every flow start and end.  The links wait in a heap by their fair share;
@@ -32,7 +35,7 @@ distinct bottleneck share).
 Every function releases the GIL.
 """
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libcpp.vector cimport vector
 
 import numpy as np
@@ -135,39 +138,34 @@ def row_costs(const int64_t[::1] indptr, const int64_t[::1] indices, const doubl
             out[u] = s
 
 
-def rows_symmetric(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,
-                   int64_t first, int64_t last):
-    """For the rows ``first`` <= u < ``last`` of a canonical CSR (sorted
-    rows, no duplicates, no diagonal): whether every pair (u, v, w) above
-    the diagonal is found mirrored as (v, u, w), and how many more pairs lie
-    above it than below.  The whole graph is symmetric when every slice
-    finds its mirrors and the counts sum to 0 (so no mirror is missing
-    either way)."""
-    cdef int64_t above = 0, below = 0, u, e, v, lo, hi, mid
-    cdef bint ok = True
+cdef inline uint64_t _mix(uint64_t x) noexcept nogil:
+    """splitmix64's finaliser: a bijection of 64-bit words that spreads
+    every input bit over the output."""
+    x ^= x >> 30
+    x *= <uint64_t>0xbf58476d1ce4e5b9
+    x ^= x >> 27
+    x *= <uint64_t>0x94d049bb133111eb
+    return x ^ (x >> 31)
+
+
+def mirror_hash(const int64_t[::1] indptr, const int64_t[::1] indices, const uint64_t[::1] bits,
+                int64_t first, int64_t last):
+    """For the rows ``first`` <= u < ``last``: the sum, modulo 2^64, of
+    +h(u, v, w) over their pairs with u < v and -h(v, u, w) over those with
+    u > v (h a hash of the pair's ends, lower first, and the bits of its
+    bytes, ``bits`` being the byte array viewed as uint64).  The slices'
+    sums add to 0 when the graph is symmetric."""
+    cdef uint64_t total = 0, h
+    cdef int64_t u, e, v
     with nogil:
         for u in range(first, last):
             for e in range(indptr[u], indptr[u + 1]):
                 v = indices[e]
-                if v < u:
-                    below += 1
-                    continue
-                above += 1
-                lo, hi = indptr[v], indptr[v + 1]
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if indices[mid] < u:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo == indptr[v + 1] or indices[lo] != u or w[lo] != w[e]:
-                    ok = False
-                    break
-            if not ok:
-                break
-    if not ok:
-        return False, 0
-    return True, above - below
+                if u < v:
+                    total += _mix(_mix(_mix(<uint64_t>u + <uint64_t>0x9e3779b97f4a7c15) + <uint64_t>v) ^ bits[e])
+                elif v < u:
+                    total -= _mix(_mix(_mix(<uint64_t>v + <uint64_t>0x9e3779b97f4a7c15) + <uint64_t>u) ^ bits[e])
+    return total
 
 
 def rows_canonical(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w, int64_t n,

@@ -154,22 +154,17 @@ class CommGraph:
         return bool(self._symmetric_b)
 
     def _transpose_equal(self) -> bool:
-        """Whether B == B^T, in O(n + m): by one transposition (scipy's) and
-        an elementwise comparison of the canonical arrays, or beyond
-        _COMPILED_CHECK_MIN pairs by a compiled look-up of every pair's
-        mirror (``_kernels.rows_symmetric``: no copy); remembered."""
+        """Whether B == B^T, in one compiled pass over the rows that writes
+        nothing (``_kernels.mirror_hash``: a symmetric graph hashes to 0, an
+        asymmetric one to 0 only by a chance of about 2^-64); remembered."""
         if self._symmetric_b is None:
-            indptr, indices, data = self._b
-            if self.n_edges >= _COMPILED_CHECK_MIN:
-                from .cores import on_threads, row_slices
-                from ._kernels import rows_symmetric
+            from ._kernels import mirror_hash
+            from .cores import on_threads, row_slices
 
-                found = on_threads(lambda lo, hi: rows_symmetric(indptr, indices, data, lo, hi), row_slices(indptr))
-                self._symmetric_b = all(ok for ok, _ in found) and sum(excess for _, excess in found) == 0
-            else:
-                t = self.bytes.T.tocsr()  # counting-sort transposition: sorted indices, no duplicates
-                self._symmetric_b = bool(np.array_equal(t.indptr, indptr) and np.array_equal(t.indices, indices)
-                                         and np.array_equal(t.data, data))
+            indptr, indices, data = self._b
+            bits = data.view(np.uint64)
+            sums = on_threads(lambda lo, hi: mirror_hash(indptr, indices, bits, lo, hi), row_slices(indptr))
+            self._symmetric_b = sum(sums) % (1 << 64) == 0
         return self._symmetric_b
 
     def asymmetric_pair(self) -> tuple[int, int] | None:
@@ -246,8 +241,7 @@ class CommGraph:
         return f"CommGraph({label}n={self.n}, pairs={self.n_edges}, bytes={self.total_bytes:.4g})"
 
 
-_SORT_CHECK_MAX = 1 << 16  # beyond this many pairs the symmetry check transposes instead of sorting
-_COMPILED_CHECK_MIN = 1 << 24  # ... and from this many on looks up each pair's mirror, compiled (no copy of m)
+_SORT_CHECK_MAX = 1 << 16  # beyond this many pairs a symmetric graph is told by its hash, not by a sort
 
 
 class _Triples:

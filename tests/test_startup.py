@@ -140,10 +140,10 @@ def test_the_graph_matches_scipy(seed):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_the_compiled_symmetry_check_agrees_with_the_transposition(seed, monkeypatch):
-    """Large graphs look up each pair's mirror (``graph_kernel``); small
-    ones transpose: both say the same on symmetric graphs and on graphs
-    with one pair changed, missing, or added on one side only."""
+def test_the_hashed_symmetry_check_agrees_with_the_sort(seed, monkeypatch):
+    """Large graphs are told symmetric by their hash (``mirror_hash``),
+    small ones by a sort: both say the same on symmetric graphs and on
+    graphs with one pair changed, missing, or added on one side only."""
     import rankmap.graph as graph_module
     from rankmap import cores
 
@@ -164,9 +164,11 @@ def test_the_compiled_symmetry_check_agrees_with_the_transposition(seed, monkeyp
     by_sort = [CommGraph.from_edges(*c, n=n).asymmetric_pair() for c in cases]  # small: the exact sort
     assert [p is None for p in by_sort] == [True, False, False, False]
     monkeypatch.setattr(graph_module, "_SORT_CHECK_MAX", 0)
-    for compiled_from in (1 << 40, 0):  # the transposition, then the compiled look-up
-        monkeypatch.setattr(graph_module, "_COMPILED_CHECK_MIN", compiled_from)
-        assert [CommGraph.from_edges(*c, n=n).asymmetric_pair() for c in cases] == by_sort
+    assert [CommGraph.from_edges(*c, n=n).asymmetric_pair() for c in cases] == by_sort
+    graphs = [CommGraph.from_edges(*c, n=n) for c in cases]
+    for g in graphs:
+        g.symmetric  # B + B^T: 2B where the hash says B is symmetric
+    assert [g.known_symmetric() for g in graphs] == [True, False, False, False]
     monkeypatch.setattr(cores, "THREADED_MIN_ENTRIES", 0)  # ... in slices of rows on three threads
     monkeypatch.setattr(cores, "default_workers", lambda: 3)
     assert len(cores.row_slices(CommGraph.from_edges(*cases[0], n=n).rows()[0])) == 3
