@@ -24,6 +24,11 @@ pair's mirror reads them at random: one cache miss per pair, and
 transposing scatters all m entries into new arrays); slices of rows run on
 threads (``cores.row_slices``).
 
+``uniform_tree``: the arrays of a uniform hierarchy's tree in one walk of
+its nodes in preorder (ids), each array written in order; numpy's build
+scattered every depth's ids into every array (a temporary of the leaves'
+count per step: 2^24 PEs, 21 M nodes, in 2-4 s).
+
 ``fair_rates``: max-min fair rates of the replay's flows, recomputed at
 every flow start and end.  The links wait in a heap by their fair share;
 the smallest saturates, its flows take that share and leave their other
@@ -166,6 +171,53 @@ def mirror_hash(const int64_t[::1] indptr, const int64_t[::1] indices, const uin
                 elif v < u:
                     total -= _mix(_mix(_mix(<uint64_t>v + <uint64_t>0x9e3779b97f4a7c15) + <uint64_t>u) ^ bits[e])
     return total
+
+
+def uniform_tree(const int64_t[::1] arities, const double[::1] dists, int64_t[::1] parent, int64_t[::1] depth,
+                 double[::1] distance, int64_t[::1] child_ptr, int64_t[::1] child_idx, int64_t[::1] start,
+                 int64_t[::1] stop, int64_t[::1] level_ids, const int64_t[::1] level_ptr):
+    """Fills the tree of a uniform hierarchy whose depth-d nodes have
+    ``arities[d]`` children (root first; the leaves, at depth L =
+    len(arities), none) and distance ``dists[d]`` (leaves 0), nodes
+    numbered in preorder: each node's parent, depth, distance, children
+    (CSR ``child_ptr``/``child_idx``, in order), the range [start, stop) of
+    leaves below it, and the ids of each depth d in preorder, the groups'
+    order, at ``level_ids[level_ptr[d]:level_ptr[d + 1]]``."""
+    cdef Py_ssize_t levels = arities.shape[0], d
+    cdef vector[int64_t] on_path = vector[int64_t](levels + 1)  # the open node of each depth
+    cdef vector[int64_t] next_child = vector[int64_t](levels + 1)
+    cdef vector[int64_t] filled = vector[int64_t](levels + 1)
+    cdef vector[int64_t] below = vector[int64_t](levels + 1)  # leaves below a node of each depth
+    cdef int64_t n_nodes = parent.shape[0], x, p, slots = 0, leaves = 0, open_depth = 0
+    below[levels] = 1
+    for d in range(levels - 1, -1, -1):
+        below[d] = below[d + 1] * arities[d]
+    with nogil:
+        for x in range(n_nodes):
+            if x == 0:
+                d, p = 0, -1
+            else:
+                while next_child[open_depth] == arities[open_depth]:  # all its children placed
+                    open_depth -= 1
+                p = on_path[open_depth]
+                child_idx[child_ptr[p] + next_child[open_depth]] = x
+                next_child[open_depth] += 1
+                d = open_depth + 1
+            parent[x] = p
+            depth[x] = d
+            child_ptr[x] = slots
+            start[x] = leaves
+            stop[x] = leaves + below[d]
+            level_ids[level_ptr[d] + filled[d]] = x
+            filled[d] += 1
+            if d < levels:
+                distance[x] = dists[d]
+                slots += arities[d]
+                on_path[d], next_child[d], open_depth = x, 0, d
+            else:
+                distance[x] = 0.0
+                leaves += 1
+        child_ptr[n_nodes] = slots
 
 
 def rows_canonical(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w, int64_t n,

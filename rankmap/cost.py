@@ -110,16 +110,16 @@ def _uniform_levels(topology) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray(sizes, dtype=np.int64), np.asarray(dists, dtype=np.float64)
 
 
-def _uniform_groups(graph: CommGraph, topology) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]] | None:
+def _uniform_groups(graph: CommGraph, topology) -> tuple[np.ndarray, np.ndarray, tuple] | None:
     """(PEs per group and LCA distance per depth, root first and the leaves
-    last, and the node ids of each depth's groups) where the one-pass
+    last, and the node ids of each depth's groups, packed) where the one-pass
     kernels of ``_kernels`` apply: a tree built by ``Topology.uniform``,
     no link matrices, at least ``UNIFORM_PASS_PAIRS`` pairs; else None."""
     levels = _uniform_levels(topology) if graph.n_edges >= UNIFORM_PASS_PAIRS else None
     if levels is None:
         return None
     sizes, dists = levels
-    return np.append(sizes, 1), np.append(dists, 0.0), topology.level_node_ids()
+    return np.append(sizes, 1), np.append(dists, 0.0), topology.packed_level_node_ids()
 
 
 def _rows(graph: CommGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -351,7 +351,7 @@ def _pairwise_breakdown(graph: CommGraph, topology, pe):
     return J, levels, hop_bytes, loads, pe_bytes
 
 
-def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, group_nodes):
+def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, packed_ids):
     """What ``_pairwise_breakdown`` gives, on a uniform hierarchy, from the
     per-PE sums of one compiled pass (``_kernels``); the links' loads
     come per group and are placed at the groups' node ids."""
@@ -361,9 +361,9 @@ def _uniform_breakdown(graph: CommGraph, topology: Topology, pe, sizes, dists, g
     leaves = sizes.size - 1  # the leaves' depth
     shared = np.append(within.sum(axis=0), 0.0)  # bytes between PEs that share their depth-d group
     per_depth = shared[:-1] - shared[1:]  # ... whose LCA is at depth d
-    offsets = np.concatenate([[0], np.cumsum([ids.size for ids in group_nodes])]).astype(np.int64)
+    ids, offsets = packed_ids  # the groups of depth d: ids[offsets[d]:offsets[d + 1]]
     loads = np.zeros(2 * topology.n_nodes)  # the root (depth 0) has no link above it: stays 0
-    group_loads(within, received, sizes, offsets, np.concatenate(group_nodes).astype(np.int64, copy=False), loads)
+    group_loads(within, received, sizes, offsets, ids, loads)
     kinds = topology.level_kinds()
     levels = [{"depth": d, "level": kinds[d], "bytes": float(per_depth[d]), "distance": float(dists[d])}
               for d in range(leaves - 1, -1, -1) if per_depth[d] > 0]

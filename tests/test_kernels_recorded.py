@@ -22,7 +22,7 @@ WRITES = {
     "best_swaps_of": (3, 6, 9, 10), "ball_pairs": (5, 7, 8, 9), "exchange_rounds": (4, 5, 6),
     "tree_exchange_rounds": (4, 5, 6), "move_pass": (3, 8, 11, 12, 13), "pair_fm": (4,), "grow": (8,),
     "grow_blocks": (4, 5), "refine_matched": (3,), "move_along_chains": (3,), "scan_digits": (2, 3),
-    "improve_split": (4,), "group_loads": (5,),
+    "improve_split": (4,), "group_loads": (5,), "uniform_tree": (2, 3, 4, 5, 6, 7, 8, 9),
 }
 #: work space a kernel writes whatever it held (not compared)
 SCRATCH = {"refine_matched": (8,)}

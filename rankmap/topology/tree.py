@@ -212,62 +212,46 @@ class Topology:
     def uniform(cls, arities, distances, kinds, host_names=None) -> "Topology":
         """The regular tree of a uniform hierarchy (``arities`` and
         ``distances`` innermost first, ``kinds`` the level names, root
-        first, leaves last) built as arrays, no ``TreeNode`` per PE: 2^24
-        PEs in seconds.  ``host_names``: names of the root's children (or
+        first, leaves last) built as arrays in one compiled walk
+        (``_kernels.uniform_tree``), no ``TreeNode`` per PE.  ``host_names``: names of the root's children (or
         of the root when it is the only level)."""
         arities = [int(a) for a in arities][::-1]  # root first from here on
         dists = [float(d) for d in distances][::-1]
         levels = len(arities)
         width = np.cumprod([1] + arities)  # nodes per depth
-        size = np.zeros(levels + 1, dtype=np.int64)  # nodes in a subtree rooted at each depth
-        size[levels] = 1
-        for d in range(levels - 1, -1, -1):
-            size[d] = 1 + arities[d] * size[d + 1]
-        n_nodes, n_pes = int(size[0]), int(width[-1])
-        parent = np.full(n_nodes, -1, dtype=np.int64)
-        depth = np.zeros(n_nodes, dtype=np.int64)
-        distance = np.zeros(n_nodes)
-        counts = np.zeros(n_nodes, dtype=np.int64)
-        ids = np.zeros(1, dtype=np.int64)  # preorder ids of the nodes at the current depth, in order
-        by_depth = [ids]
-        for d in range(levels):
-            distance[ids] = dists[d]
-            counts[ids] = arities[d]
-            kids = (ids[:, None] + 1 + np.arange(arities[d]) * size[d + 1]).ravel()
-            parent[kids] = np.repeat(ids, arities[d])
-            depth[kids] = d + 1
-            ids = kids
-            by_depth.append(ids)
-        child_ptr = np.concatenate([[0], np.cumsum(counts)])
-        child_idx = np.empty(int(counts.sum()), dtype=np.int64)
-        for d in range(levels):
-            child_idx[(child_ptr[by_depth[d]][:, None] + np.arange(arities[d])).ravel()] = by_depth[d + 1]
+        n_pes = int(width[-1])
+        n_nodes = int(width.sum())
+        parent, depth, start, stop, level_ids = (np.empty(n_nodes, dtype=np.int64) for _ in range(5))
+        distance, child_ptr = np.empty(n_nodes), np.empty(n_nodes + 1, dtype=np.int64)
+        child_idx = np.empty(n_nodes - 1, dtype=np.int64)
+        level_ptr = np.concatenate([[0], np.cumsum(width)]).astype(np.int64)
+        from .._kernels import uniform_tree
+
+        uniform_tree(np.asarray(arities, dtype=np.int64), np.asarray(dists, dtype=np.float64), parent, depth,
+                     distance, child_ptr, child_idx, start, stop, level_ids, level_ptr)
         node_kind = [kinds[levels]]  # in preorder: a subtree's kinds are its root's, then its children's
         for d in range(levels - 1, -1, -1):
             node_kind = [kinds[d]] + node_kind * arities[d]
-        leaves = by_depth[-1]
-        start, stop = np.empty(n_nodes, dtype=np.int64), np.empty(n_nodes, dtype=np.int64)
-        for d, ids in enumerate(by_depth):  # group g of depth d: PEs g * s ... (g + 1) * s - 1
-            per = n_pes // int(width[d])
-            start[ids] = np.arange(ids.size, dtype=np.int64) * per
-            stop[ids] = start[ids] + per
+        leaves = level_ids[level_ptr[-2]:]
         names = [None] * n_nodes
-        named = by_depth[1] if levels >= 2 else by_depth[0]
+        named = level_ids[level_ptr[1]:level_ptr[2]] if levels >= 2 else level_ids[:1]
         if host_names is not None:
             hosts = list(host_names)
             for node, host in zip(named.tolist(), hosts):
                 names[node] = host
-            pe_host = np.asarray(hosts, dtype=object)[np.arange(n_pes) // (n_pes // named.size)]
+            pe_host = np.empty((len(hosts), n_pes // named.size), dtype=object)
+            pe_host[:] = np.asarray(hosts, dtype=object)[:, None]  # each host's PEs one after the other
+            pe_host = pe_host.ravel()
         else:
             pe_host = np.empty(n_pes, dtype=object)
             pe_host[:] = "localhost"  # one string shared (np.full would make one per PE: 0.8 s at 2^22)
         out = cls.__new__(cls)
         out._init_arrays(parent, distance, depth, node_kind, names, None, leaves, child_ptr, child_idx,
-                         pe_host=pe_host, ranges=(start, stop))
+                         pe_host=pe_host, ranges=(start, stop), inner_distances=dists)
         # PEs per group and the distance within it, depth by depth from the root (``_uniform_distance``)
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
         out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
-        out._level_ids = by_depth  # each depth's nodes in group order, as built
+        out._level_ids = (level_ids, level_ptr)  # each depth's nodes in group order, as built
         extras = _LeafExtras()
         extras.rows, extras.cpus = _unset(n_pes, -1), [None] * n_pes
         extras.devices = _unset(n_pes, None)
@@ -278,7 +262,7 @@ class Topology:
 
     # ------------------------------------------------------------------ build
     def _init_arrays(self, parent, distance, depth, kinds, names, os_index, leaves, child_ptr, child_idx,
-                     pe_host=None, ranges=None):
+                     pe_host=None, ranges=None, inner_distances=None):
         self.parent = parent
         self.node_distance = distance
         self.node_depth = depth
@@ -297,7 +281,7 @@ class Topology:
         self._path_rows = self._ext = None  # ``_paths``, ``_dist_ext`` and ``_depth_ext``: built on first use
         if pe_host is not None:
             self.pe_host = pe_host
-            self._validate_distances()
+            self._validate_distances(inner_distances)
             return
         hosts = []
         host_cache: dict[int, str] = {}
@@ -362,7 +346,7 @@ class Topology:
         return self._path_rows
 
     _levels = None  # (PEs per group, distance) per depth where the tree is a uniform hierarchy (``uniform``)
-    _level_ids = None  # ... and the node ids of every depth in group order (``level_node_ids``)
+    _level_ids = None  # ... and the node ids of every depth in group order, packed (``level_node_ids``)
     _kinds = None  # ``level_kinds``, once counted
 
     def _init_extras(self, extras: _LeafExtras) -> None:
@@ -397,10 +381,11 @@ class Topology:
                                np.asarray(offset, dtype=np.int64), np.asarray(width, dtype=np.int64),
                                np.concatenate(values))
 
-    def _validate_distances(self):
-        inner = self.child_ptr[1:] > self.child_ptr[:-1]
-        d = self.node_distance
-        if not np.all((d[inner] >= 0) & (d[inner] <= MAX_DISTANCE)):
+    def _validate_distances(self, inner=None):
+        """The inner nodes' distances (``inner``: those values, where the
+        caller knows them without a pass over the nodes) in range."""
+        d = self.node_distance[self.child_ptr[1:] > self.child_ptr[:-1]] if inner is None else np.asarray(inner)
+        if not np.all((d >= 0) & (d <= MAX_DISTANCE)):
             raise ValueError(f"topology distances must be finite, >= 0 and at most {MAX_DISTANCE:g} "
                              "(bytes x distance must stay a finite number)")
 
@@ -450,6 +435,12 @@ class Topology:
         the tree): the node ids of every depth, root first, in group order
         (group g of depth d holds PEs g * s_d ... (g + 1) * s_d - 1), the
         leaves last."""
+        ids, ptr = self._level_ids
+        return [ids[a:b] for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
+
+    def packed_level_node_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """``level_node_ids`` as one array and the offsets of its depths
+        (depth d at ``ids[ptr[d]:ptr[d + 1]]``), as the compiled passes read them."""
         return self._level_ids
 
     def distance(self, p, q) -> np.ndarray:
