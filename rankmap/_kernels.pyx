@@ -92,7 +92,7 @@ def uniform_pass(const int64_t[::1] indptr, const int64_t[::1] indices, const do
     return same_pairs
 
 
-def group_loads(const double[:, ::1] within, const double[::1] received, const int64_t[::1] sizes,
+def group_loads(const double[:, ::1] within, const double[:] received, const int64_t[::1] sizes,
                 const int64_t[::1] offsets, const int64_t[::1] ids, double[::1] loads):
     """The bytes over every group's link to its parent, up and down, from
     ``uniform_pass``'s sums, added to ``loads`` as ``cost.all_link_loads``
@@ -100,17 +100,22 @@ def group_loads(const double[:, ::1] within, const double[::1] received, const i
     link ``n_nodes`` further, ``loads`` holding 2 ``n_nodes``; depth d's
     groups from ``offsets[d]``, d >= 1): a group sends out what its PEs send
     less what stays inside it, and receives what its PEs receive less what
-    they send each other."""
+    they send each other.  Each group's PEs are summed in order into its
+    link's load (as adding PE by PE to ``loads`` would)."""
     cdef Py_ssize_t levels = sizes.shape[0] - 1, p, d
-    cdef int64_t n_nodes = loads.shape[0] // 2, node
-    cdef double inside
+    cdef int64_t n_nodes = loads.shape[0] // 2, node, g, groups
+    cdef double inside, up, down
     with nogil:
-        for p in range(within.shape[0]):
-            for d in range(1, levels + 1):
-                inside = within[p, d] if d < levels else 0.0  # a leaf holds one PE: nothing stays inside
-                node = ids[offsets[d] + p // sizes[d]]
-                loads[node] += within[p, 0] - inside
-                loads[n_nodes + node] += received[p] - inside
+        for d in range(1, levels + 1):
+            groups = within.shape[0] // sizes[d]
+            for g in range(groups):
+                node = ids[offsets[d] + g]
+                up, down = loads[node], loads[n_nodes + node]
+                for p in range(g * sizes[d], (g + 1) * sizes[d]):
+                    inside = within[p, d] if d < levels else 0.0  # a leaf holds one PE: nothing stays inside
+                    up += within[p, 0] - inside
+                    down += received[p] - inside
+                loads[node], loads[n_nodes + node] = up, down
 
 
 def row_costs(const int64_t[::1] indptr, const int64_t[::1] indices, const double[::1] w,

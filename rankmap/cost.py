@@ -389,7 +389,7 @@ def _uniform_sums(graph: CommGraph, n_pes: int, pe, sizes):
     same_pairs = sum(on_threads(lambda lo, hi: uniform_pass(indptr, indices, w, pe, sizes, within, same, lo, hi),
                                 slices))
     if graph.known_symmetric():  # a PE receives what it sends: its rows' bytes to other PEs
-        return within, same, within[:, 0].copy(), same_pairs
+        return within, same, within[:, 0], same_pairs
     received = np.bincount(pe, weights=np.bincount(indices, weights=w, minlength=graph.n), minlength=n_pes) - same
     return within, same, received, same_pairs
 

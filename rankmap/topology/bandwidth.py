@@ -110,14 +110,19 @@ def link_bandwidths(topology) -> LinkBandwidths:
 
 
 def _tree_bandwidths(topology) -> LinkBandwidths:
-    parent = topology.parent
-    level = np.where(parent >= 0, topology.node_distance[np.maximum(parent, 0)], 0.0)
+    parent, n = topology.parent, topology.n_nodes
+    both = np.empty(2 * n)  # the up links, then the down links: the same inverse
+    level = both[:n]  # each node's parent's distance (the root, node 0 in preorder, has no link above it)
+    level[0] = 0.0
+    np.take(topology.node_distance, parent[1:], out=level[1:])
     given = topology.node_uplink
     known = np.isfinite(given) & (parent >= 0)
-    anchors = known & (level > 0)
-    scale = float(np.min(given[anchors] * level[anchors])) if anchors.any() else 1.0
-    with np.errstate(divide="ignore"):
-        inverse = np.where(known, 1.0 / np.where(known, given, 1.0),
-                           np.where(level > 0, level / scale, 0.0))
-    inverse[0] = 0.0  # the root has no link above it
-    return LinkBandwidths(np.concatenate([inverse, inverse]), "s" if known.any() else "")
+    if known.any():
+        anchors = known & (level > 0)
+        scale = float(np.min(given[anchors] * level[anchors])) if anchors.any() else 1.0
+        with np.errstate(divide="ignore"):
+            level[:] = np.where(known, 1.0 / np.where(known, given, 1.0), np.where(level > 0, level / scale, 0.0))
+        level[0] = 0.0
+    # else relative times: each link's inverse its level's distance (distances are >= 0)
+    both[n:] = level
+    return LinkBandwidths(both, "s" if known.any() else "")

@@ -46,8 +46,9 @@ def pe_capacity(graph: CommGraph, topology: Topology, eps: float | None) -> np.n
 @register("identity", "task t on PE t (the launcher's block order); many-to-one: blocks in order",
           machines=("tree", "mesh"))
 def identity(graph, topology, *, seed=0, eps=None, **_):
-    cap = pe_capacity(graph, topology, eps)
-    return np.repeat(np.arange(topology.n_pes), cap)[:graph.n]
+    if eps is None:  # one-to-one: task t on PE t (``pe_capacity``'s ones need no repeat)
+        return np.arange(graph.n, dtype=np.int64)
+    return np.repeat(np.arange(topology.n_pes), pe_capacity(graph, topology, eps))[:graph.n]
 
 
 @register("random", "uniformly random placement (seeded)", machines=("tree", "mesh"))
