@@ -237,12 +237,16 @@ class Topology:
         named = level_ids[level_ptr[1]:level_ptr[2]] if levels >= 2 else level_ids[:1]
         if host_names is not None:
             hosts = list(host_names)
+            if len(hosts) != named.size:
+                raise ValueError(f"{len(hosts)} host names for {named.size} hosts")
             for node, host in zip(named.tolist(), hosts):
                 names[node] = host
             pe_host = np.empty((len(hosts), n_pes // named.size), dtype=object)
             pe_host[:] = np.asarray(hosts, dtype=object)[:, None]  # each host's PEs one after the other
             pe_host = pe_host.ravel()
+            host_order = list(dict.fromkeys(hosts))
         else:
+            host_order = ["localhost"]
             pe_host = np.empty(n_pes, dtype=object)
             pe_host[:] = "localhost"  # one string shared (np.full would make one per PE: 0.8 s at 2^22)
         out = cls.__new__(cls)
@@ -252,6 +256,7 @@ class Topology:
         out._levels = ([n_pes // int(w) for w in width[:-1]], dists)
         out._kinds = list(kinds)  # one kind per depth: nothing to count (1 s at 2^22 PEs)
         out._level_ids = (level_ids, level_ptr)  # each depth's nodes in group order, as built
+        out._host_order = host_order
         extras = _LeafExtras()
         extras.rows, extras.cpus = _unset(n_pes, -1), [None] * n_pes
         extras.devices = _unset(n_pes, None)
@@ -347,6 +352,7 @@ class Topology:
 
     _levels = None  # (PEs per group, distance) per depth where the tree is a uniform hierarchy (``uniform``)
     _level_ids = None  # ... and the node ids of every depth in group order, packed (``level_node_ids``)
+    _host_order = None  # ... and its hosts in PE order (``hosts``: no pass over the PEs)
     _kinds = None  # ``level_kinds``, once counted
 
     def _init_extras(self, extras: _LeafExtras) -> None:
@@ -553,6 +559,8 @@ class Topology:
 
     def hosts(self) -> list[str]:
         """Host names in PE order, without repeats."""
+        if self._host_order is not None:  # ``uniform``: the hosts' PEs one after the other, as named
+            return list(self._host_order)
         return list(dict.fromkeys(self.pe_host.tolist()))
 
     def host_ids(self) -> np.ndarray:
