@@ -192,6 +192,27 @@ def test_the_passes_after_a_search_are_reserved_at_their_measured_pace():
     assert d.sooner(1.0).pace == 0.2 and pickle.loads(pickle.dumps(d)).pace == 0.2
 
 
+def test_a_refinement_that_cannot_look_at_every_task_before_the_deadline_leaves_the_start(monkeypatch):
+    """Beyond the quadratic neighbourhood a refinement starts only where
+    its set-up and n pairs fit the deadline: at the price of a pair that
+    leaves no such time the start comes back as it was, cut; with time for
+    them it refines."""
+    from rankmap.algorithms.refine import budgeted
+
+    g = scrambled(grid_graph(48, 48))  # 2304 tasks: N_C^10, not the quadratic scans
+    topo = hierarchy_topology([4, 16, 36], [1, 10, 100])
+    start = np.arange(g.n)
+    assert not budgeted.quadratic(g, topo)
+    monkeypatch.setattr(budgeted, "_PER_PAIR_EDGE", GENEROUS / g.n)  # n pairs: past the deadline
+    deadline = Deadline(GENEROUS)
+    kept, work = budgeted.refine_start(g, topo, start, 10.0, 0, deadline)
+    assert kept is start and work == 0.0 and deadline.hit
+    monkeypatch.setattr(budgeted, "_PER_PAIR_EDGE", 1e-3 / g.n)  # ... and within it
+    deadline = Deadline(GENEROUS)
+    refined, work = budgeted.refine_start(g, topo, start, 10.0, 0, deadline)
+    assert mapping_cost(g, topo, refined) < mapping_cost(g, topo, start) and work > 0
+
+
 def test_a_refinement_whose_set_up_the_deadline_cannot_afford_leaves_the_start(monkeypatch):
     """A refinement's set-up (per-task sums, renumbering, the distance
     oracle) cannot be cut: where the deadline leaves less than its price

@@ -94,9 +94,15 @@ def refine_start(graph, topology, pe_of_task, budget: float, seed: int, deadline
     seconds of counted work; returns the mapping and the work's estimated
     seconds.  Both neighbourhoods stop early at the ``deadline``; their
     set-up cannot stop, and where the deadline cannot afford it the start
-    is returned as it is."""
+    is returned as it is.  So is a start too large for N_C^10 to look at
+    each of its tasks once before the deadline (n pairs at
+    ``pair_seconds``): cut before that, its pairs go to a sliver of the
+    tasks for a gain too small to see, and the set-up's passes over the
+    whole graph cost seconds (docs/time-limits.md)."""
     n = graph.n
     if not deadline.allows(setup_seconds(graph)):
+        return pe_of_task, 0.0
+    if not quadratic(graph, topology) and not deadline.allows(setup_seconds(graph) + n * pair_seconds(graph)):
         return pe_of_task, 0.0
     if quadratic(graph, topology):
         per_scan = scan_seconds(graph, topology)
