@@ -213,8 +213,9 @@ class Topology:
         """The regular tree of a uniform hierarchy (``arities`` and
         ``distances`` innermost first, ``kinds`` the level names, root
         first, leaves last) built as arrays in one compiled walk
-        (``_kernels.uniform_tree``), no ``TreeNode`` per PE.  ``host_names``: names of the root's children (or
-        of the root when it is the only level)."""
+        (``_kernels.uniform_tree``), no ``TreeNode`` per PE.
+        ``host_names``: names of the root's children (or of the root when
+        it is the only level)."""
         arities = [int(a) for a in arities][::-1]  # root first from here on
         dists = [float(d) for d in distances][::-1]
         levels = len(arities)

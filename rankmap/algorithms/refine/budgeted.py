@@ -99,12 +99,12 @@ def refine_start(graph, topology, pe_of_task, budget: float, seed: int, deadline
     ``pair_seconds``): cut before that, its pairs go to a sliver of the
     tasks for a gain too small to see, and the set-up's passes over the
     whole graph cost seconds (docs/time-limits.md)."""
-    n = graph.n
+    n, scans_all = graph.n, quadratic(graph, topology)
     if not deadline.allows(setup_seconds(graph)):
         return pe_of_task, 0.0
-    if not quadratic(graph, topology) and not deadline.allows(setup_seconds(graph) + n * pair_seconds(graph)):
+    if not scans_all and not deadline.allows(setup_seconds(graph) + n * pair_seconds(graph)):
         return pe_of_task, 0.0
-    if quadratic(graph, topology):
+    if scans_all:
         per_scan = scan_seconds(graph, topology)
         pe, scans, _ = refine_around(graph, topology, pe_of_task, np.arange(n), seed=seed,
                                      max_scans=max(int(budget / per_scan), n), deadline=deadline)
