@@ -117,7 +117,8 @@ def _tree_bandwidths(topology) -> LinkBandwidths:
     np.take(topology.node_distance, parent[1:], out=level[1:])
     given = topology.node_uplink
     known = np.isfinite(given) & (parent >= 0)
-    if known.any():
+    absolute = bool(known.any())  # some bandwidth given: times in seconds
+    if absolute:
         anchors = known & (level > 0)
         scale = float(np.min(given[anchors] * level[anchors])) if anchors.any() else 1.0
         with np.errstate(divide="ignore"):
@@ -125,4 +126,4 @@ def _tree_bandwidths(topology) -> LinkBandwidths:
         level[0] = 0.0
     # else relative times: each link's inverse its level's distance (distances are >= 0)
     both[n:] = level
-    return LinkBandwidths(both, "s" if known.any() else "")
+    return LinkBandwidths(both, "s" if absolute else "")

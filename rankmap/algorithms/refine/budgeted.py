@@ -100,9 +100,7 @@ def refine_start(graph, topology, pe_of_task, budget: float, seed: int, deadline
     tasks for a gain too small to see, and the set-up's passes over the
     whole graph cost seconds (docs/time-limits.md)."""
     n, scans_all = graph.n, quadratic(graph, topology)
-    if not deadline.allows(setup_seconds(graph)):
-        return pe_of_task, 0.0
-    if not scans_all and not deadline.allows(setup_seconds(graph) + n * pair_seconds(graph)):
+    if not deadline.allows(setup_seconds(graph) + (0.0 if scans_all else n * pair_seconds(graph))):
         return pe_of_task, 0.0
     if scans_all:
         per_scan = scan_seconds(graph, topology)
